@@ -1,0 +1,1 @@
+//! The barnes application (being written).

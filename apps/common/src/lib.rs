@@ -1,0 +1,66 @@
+//! What every cashmere application shares: input sizes, named parameters, result
+//! summaries, the checker that compares a parallel result with the sequential one, and
+//! deterministic random-number generators that reproduce the originals' inputs.
+//!
+//! An application is a type implementing [`App`]. Its sequential version links no DSM code
+//! (it is the speedup baseline); its parallel version runs on the public `dsm` API.
+
+mod params;
+mod result;
+pub mod rng;
+
+pub use params::{ParamSpec, Params, Size};
+pub use result::{AppResult, Check, Mismatch, Value};
+
+use std::path::PathBuf;
+
+/// Errors an application reports to the user. Every message says what went wrong and,
+/// where it can, what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("unknown parameter `{name}` for {app}; valid parameters: {valid}")]
+    UnknownParam { app: String, name: String, valid: String },
+    #[error("parameter `{name}` = `{value}` is not valid: {why}")]
+    BadParam { name: String, value: String, why: String },
+    #[error("cannot read input file {path}: {source}")]
+    Io { path: PathBuf, #[source] source: std::io::Error },
+    #[error("malformed input {path}, line {line}: {why}")]
+    Malformed { path: PathBuf, line: usize, why: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The directory holding the shipped input data (TSP instances, the water deck,
+/// the LINKAGE example). `CASHMERE_DATA` overrides the built-in location.
+pub fn data_dir() -> PathBuf {
+    match std::env::var_os("CASHMERE_DATA") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../data")),
+    }
+}
+
+/// Resolves an input path: absolute or relative to the working directory if that file
+/// exists, otherwise relative to [`data_dir`].
+pub fn resolve_input(path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    if p.is_absolute() || p.exists() {
+        p
+    } else {
+        data_dir().join(p)
+    }
+}
+
+/// One application of the suite, as the harness sees it.
+pub trait App: Sync {
+    /// Short name used on the command line (`sor`, `lu`, `water-nsq`, ...).
+    fn name(&self) -> &'static str;
+    /// One line saying what the application computes and where it comes from.
+    fn description(&self) -> &'static str;
+    /// The parameters with their defaults for each size.
+    fn params(&self) -> &'static [ParamSpec];
+    /// Runs the sequential version, which links no DSM code.
+    fn sequential(&self, params: &Params) -> Result<AppResult, AppError>;
+    /// Compares a parallel result with the sequential one: exact where the arithmetic is
+    /// the same, within a stated tolerance where the order of summation differs.
+    fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch>;
+}

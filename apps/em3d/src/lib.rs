@@ -1,0 +1,1 @@
+//! The em3d application (being written).

@@ -1,0 +1,1 @@
+//! The gauss application (being written).

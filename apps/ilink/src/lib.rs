@@ -1,0 +1,1 @@
+//! The ilink application (being written).

@@ -1,0 +1,1 @@
+//! The lu application (being written).

@@ -1,0 +1,1 @@
+//! The sor application (being written).

@@ -1,0 +1,1 @@
+//! The tsp application (being written).

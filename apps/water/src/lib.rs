@@ -1,0 +1,1 @@
+//! The water application (being written).
