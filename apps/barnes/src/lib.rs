@@ -1,1 +1,333 @@
-//! The barnes application (being written).
+//! Barnes: a Barnes-Hut N-body simulation, after the Barnes program of the TreadMarks
+//! distribution, itself based on SPLASH-1 Barnes (Singh, Weber and Gupta, "SPLASH: Stanford
+//! parallel applications for shared memory", 1992), which follows the hack code of Barnes
+//! and Hut ("A hierarchical O(N log N) force-calculation algorithm", Nature 324, 1986).
+//! The Cashmere paper (section 3.2, Table 3) runs it on 128K bodies.
+//!
+//! # The computation
+//!
+//! `nbody` bodies of a Plummer model ([`plummer()`], from a fixed `seed`) move under their
+//! mutual gravity for `nsteps` steps of `dtime`. Each step:
+//!
+//! 1. the root cube is sized around the bodies and the octree is rebuilt from scratch, one
+//!    body per leaf ([`tree::build_tree`]), then every cell gets its mass, centre of mass
+//!    and cost ([`tree::compute_cofm`]);
+//! 2. the bodies are partitioned by costzones ([`partition::costzone`]);
+//! 3. each body's acceleration and potential come from a walk of the tree with opening
+//!    angle `theta` and softening `eps`, and the leapfrog corrects its velocity
+//!    ([`force::force_phase`]); the energies are summed ([`force::energies`]);
+//! 4. the bodies advance ([`force::advance`]).
+//!
+//! The result is the `kinetic` and `potential` energy at the last step, the relative drift
+//! of the total energy from the first step to the last, `energy_drift = (E_last - E_first)
+//! / |E_first|`, and the number of body-node `interactions` of the last force phase.
+//!
+//! # Shared data layout
+//!
+//! Plain arrays, fixed in size at start ([`Layout`]), indexed by body `b` or cell `c`:
+//!
+//! | array       | type  | length        | contents                                       |
+//! |-------------|-------|---------------|------------------------------------------------|
+//! | `pos`       | `f64` | `3 nbody`     | position of `b` at `3b..3b+3`                  |
+//! | `vel`       | `f64` | `3 nbody`     | velocity                                       |
+//! | `acc`       | `f64` | `3 nbody`     | acceleration of the last force phase           |
+//! | `phi`       | `f64` | `nbody`       | potential                                      |
+//! | `mass`      | `f64` | `nbody`       | mass                                           |
+//! | `kin`       | `f64` | `nbody`       | kinetic energy after the velocity correction   |
+//! | `cost`      | `u64` | `2 nbody`     | interactions, two halves used in turn ([`cost_halves`]) |
+//! | `cube`      | `f64` | `4`           | the root cube, [`tree::Cube::to_array`]        |
+//! | `child`     | `u32` | `8 cells`     | children of `c` at `8c..8c+8`, [`tree::Node::encode`] |
+//! | `cell_mass` | `f64` | `cells`       | mass of `c`                                    |
+//! | `cell_com`  | `f64` | `3 cells`     | centre of mass of `c`                          |
+//! | `cell_cost` | `u64` | `cells`       | summed cost of the bodies below `c`            |
+//!
+//! `cells` is [`tree::cell_capacity`]`(nbody, fcells)`; cell 0 is the root. A child index
+//! encodes empty, a body index, or a cell index with the top bit set. A Plummer model needs
+//! about 0.5 cells per body with one body per leaf, so the default `fcells = 1` leaves
+//! room; at the paper size the shared data is then 24 MB ([`Layout::shared_bytes`]),
+//! close to the 26 MB of the paper's Table 3.
+//!
+//! # The tree build: sequential, as in the TreadMarks program
+//!
+//! SPLASH Barnes builds the tree in parallel, locking cells as bodies are inserted. The
+//! TreadMarks version, as described by the Cashmere group for the same program
+//! (Stets et al., "Cashmere-2L", SOSP 1997: "The Barnes-Hut tree construction is performed
+//! sequentially, while all other phases are parallelized and dynamically load balanced"),
+//! builds it on one processor, so this crate does too: processor 0 sizes the cube,
+//! inserts the bodies in index order and computes the centres of mass. The TreadMarks
+//! source itself was not available to check this against.
+//!
+//! # Work distribution and synchronization of the parallel version
+//!
+//! Processor `id` of `nprocs` computes forces for and advances the bodies
+//! [`partition::costzone`]`(tree, cost_read, id, nprocs, &mut mine)` gives it (costzones on
+//! last step's costs; all bodies cost 1 at the start). Setup: processor 0 fills `pos`,
+//! `vel`, `mass` ([`plummer()`]) and the read half of `cost` with 1; **barrier**. Then for
+//! each step `k` (`(r, w) = cost_halves(k, nbody)`):
+//!
+//! 1. processor 0: `cube = Cube::around(pos)`, store it; [`tree::build_tree`];
+//!    [`tree::compute_cofm`] with `cost[r]`. **Barrier** (the tree is visible).
+//! 2. every processor: [`partition::costzone`] with `cost[r]`, then
+//!    [`force::force_phase`] for `mine` (`first_step = k == 0`), which reads `pos`, `mass`
+//!    and the tree everywhere and writes `acc`, `phi`, `vel`, `kin` and `cost[w]` of
+//!    `mine` only. The partition reads `cost[r]` while others write `cost[w]`, which is why
+//!    there are two halves. **Barrier** (nobody reads positions any more; `phi` and `kin`
+//!    are complete).
+//! 3. processor 0: [`force::energies`] over all bodies (index order) and the sum of
+//!    `cost[w]`, kept privately as step `k`'s record. Every processor: [`force::advance`]
+//!    for `mine` (writes `pos`, `vel` of `mine`; reads their `acc`). **Barrier** (the new
+//!    positions are visible to processor 0's next tree build).
+//!
+//! No locks are needed: the tree has a single writer, and every body a single writer in
+//! each phase. Processor 0 reports the result after the last step.
+//!
+//! # Checking
+//!
+//! The parallel version performs exactly the sequential arithmetic: the tree is built by
+//! one processor in body order (its shape depends only on the positions anyway, one body
+//! per leaf), centres of mass are summed in child order, every body's force walks the same
+//! tree in the same order whichever processor computes it, and the energies are summed by
+//! one processor in body order. So the checker is exact ([`Barnes::check`]). A parallel tree
+//! build with cell locks would still give bit-identical results as long as centres of mass
+//! are summed over children in child order, since only the cell numbering would change.
+
+pub mod force;
+pub mod partition;
+pub mod plummer;
+pub mod tree;
+
+pub use plummer::plummer;
+
+use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
+use force::{Energies, ForceOut, ForceParams};
+use std::ops::Range;
+use tree::{Cube, TreeStore};
+
+/// The run's parameters, checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    pub nbody: usize,
+    pub seed: i64,
+    pub nsteps: usize,
+    pub force: ForceParams,
+    /// Cell capacity per body ([`tree::cell_capacity`]).
+    pub fcells: f64,
+}
+
+impl Config {
+    pub fn from_params(p: &Params) -> Result<Config, AppError> {
+        let positive = |name: &str, v: f64| {
+            if v > 0.0 && v.is_finite() {
+                Ok(v)
+            } else {
+                Err(AppError::BadParam {
+                    name: name.into(),
+                    value: v.to_string(),
+                    why: "must be positive".into(),
+                })
+            }
+        };
+        Ok(Config {
+            nbody: p.get_in("nbody", 2, 1 << 24)?,
+            seed: p.get("seed")?,
+            nsteps: p.get_in("nsteps", 1, 100_000)?,
+            force: ForceParams {
+                theta: p.get_in("theta", 0.0, 10.0)?,
+                eps: p.get_in("eps", 0.0, 100.0)?,
+                dtime: positive("dtime", p.get("dtime")?)?,
+            },
+            fcells: p.get_in("fcells", 0.1, 1000.0)?,
+        })
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout {
+            nbody: self.nbody,
+            cells: tree::cell_capacity(self.nbody, self.fcells),
+        }
+    }
+}
+
+/// The sizes of the shared arrays (see the crate documentation for each array).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub nbody: usize,
+    /// Cell capacity.
+    pub cells: usize,
+}
+
+impl Layout {
+    /// Bytes of shared data.
+    pub fn shared_bytes(&self) -> usize {
+        let per_body = (3 + 3 + 3 + 1 + 1 + 1) * 8 + 2 * 8;
+        let per_cell = 8 * 4 + 8 + 3 * 8 + 8;
+        self.nbody * per_body + self.cells * per_cell + 4 * 8
+    }
+}
+
+/// The halves of the `cost` array (`2 nbody` entries) that step `step` reads (last step's
+/// costs, for the partition) and writes (this step's).
+pub fn cost_halves(step: usize, nbody: usize) -> (Range<usize>, Range<usize>) {
+    let half = |i: usize| i * nbody..(i + 1) * nbody;
+    (half(step % 2), half((step + 1) % 2))
+}
+
+/// What a run produces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Outcome {
+    pub first: Energies,
+    pub last: Energies,
+    /// Interactions of the last force phase.
+    pub interactions: u64,
+    /// Cells of the last tree.
+    pub cells: usize,
+}
+
+impl Outcome {
+    pub fn energy_drift(&self) -> f64 {
+        (self.last.total() - self.first.total()) / self.first.total().abs()
+    }
+
+    pub fn summary(&self) -> AppResult {
+        AppResult::new()
+            .f64("kinetic", self.last.kinetic)
+            .f64("potential", self.last.potential)
+            .f64("energy_drift", self.energy_drift())
+            .i64("interactions", self.interactions as i64)
+    }
+}
+
+fn tree_error(e: tree::TreeError) -> AppError {
+    AppError::Other(format!("barnes: {e}"))
+}
+
+/// The sequential version: the steps of the crate documentation on one processor, with
+/// every body in the single cost zone.
+pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
+    let n = cfg.nbody;
+    let layout = cfg.layout();
+    let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
+    plummer(cfg.seed, &mut pos, &mut vel, &mut mass);
+    let (mut acc, mut phi, mut kin) = (vec![0.0; 3 * n], vec![0.0; n], vec![0.0; n]);
+    let mut cost = vec![1u64; 2 * n];
+    let mut store = TreeStore::new(layout.cells);
+    let mut mine = Vec::with_capacity(n);
+    let mut first = None;
+    let mut last = None;
+    for step in 0..cfg.nsteps {
+        // The halves of `cost_halves`: even steps read the first and write the second.
+        let (h0, h1) = cost.split_at_mut(n);
+        let (cost_r, cost_w) = if step % 2 == 0 {
+            (&*h0, h1)
+        } else {
+            (&*h1, h0)
+        };
+        let cube = Cube::around(&pos);
+        let ncell = tree::build_tree(cube, &pos, &mut store.as_mut()).map_err(tree_error)?;
+        tree::compute_cofm(&mut store.as_mut(), ncell, &pos, &mass, cost_r);
+        partition::costzone(store.view(cube), cost_r, 0, 1, &mut mine);
+        let out = ForceOut {
+            acc: &mut acc,
+            phi: &mut phi,
+            vel: &mut vel,
+            kin: &mut kin,
+            cost: cost_w,
+        };
+        force::force_phase(
+            store.view(cube),
+            &pos,
+            &mass,
+            &mine,
+            step == 0,
+            cfg.force,
+            out,
+        );
+        let e = force::energies(&mass, &phi, &kin);
+        first.get_or_insert(e);
+        last = Some((e, cost_w.iter().sum::<u64>(), ncell));
+        force::advance(&mine, &mut pos, &mut vel, &acc, cfg.force.dtime);
+    }
+    let (last, interactions, cells) = last.expect("at least one step");
+    Ok(Outcome {
+        first: first.expect("at least one step"),
+        last,
+        interactions,
+        cells,
+    })
+}
+
+/// The Barnes application.
+#[derive(Debug)]
+pub struct Barnes;
+
+pub static BARNES: Barnes = Barnes;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "nbody",
+        help: "number of bodies",
+        defaults: ["512", "32768", "131072"],
+    },
+    ParamSpec {
+        name: "seed",
+        help: "seed of the Plummer model (srand48)",
+        defaults: ["123", "123", "123"],
+    },
+    ParamSpec {
+        name: "nsteps",
+        help: "time steps",
+        defaults: ["3", "4", "4"],
+    },
+    ParamSpec {
+        name: "theta",
+        help: "opening angle (tol in SPLASH)",
+        defaults: ["1.0", "1.0", "1.0"],
+    },
+    ParamSpec {
+        name: "eps",
+        help: "softening length",
+        defaults: ["0.05", "0.05", "0.05"],
+    },
+    ParamSpec {
+        name: "dtime",
+        help: "time step",
+        defaults: ["0.025", "0.025", "0.025"],
+    },
+    ParamSpec {
+        name: "fcells",
+        help: "cell capacity per body",
+        defaults: ["1.0", "1.0", "1.0"],
+    },
+];
+
+impl App for Barnes {
+    fn name(&self) -> &'static str {
+        "barnes"
+    }
+
+    fn description(&self) -> &'static str {
+        "Barnes-Hut N-body simulation of a Plummer model (TreadMarks Barnes, after SPLASH-1)"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
+        Ok(simulate(&Config::from_params(params)?)?.summary())
+    }
+
+    /// Exact on every field: the parallel version performs the same arithmetic in the
+    /// same order (see the crate documentation, "Checking").
+    fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
+        Check::new(sequential, parallel)
+            .exact("kinetic")?
+            .exact("potential")?
+            .exact("energy_drift")?
+            .exact("interactions")?
+            .done()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,341 @@
-//! The tsp application (being written).
+//! TSP: the travelling salesman problem solved exactly by branch and bound, after the TSP
+//! program of the TreadMarks distribution (Rice University), as used in the Cashmere
+//! paper (section 3.2; Table 3: 17 cities, `tspfile17`).
+//!
+//! A priority queue of partial tours, ordered by lower bound, lives in shared memory with
+//! a pool of tour records. Workers take the most promising partial tour and split it into
+//! its one-city extensions until at most `nodes_from_end` cities (default 12, the original's
+//! `NodesFromEnd`) remain off the path; such a tour is solved by a private depth-first
+//! search. The best tour length is the global bound: read freely, written under a lock.
+//! The shared layout, the pool capacity and the deviations from the original are
+//! documented in [`bnb`]; the input format in [`input`].
+//!
+//! # Sizes
+//!
+//! - `test`: `tspfile16` with the `cheapest_exit` search bound, 16 ms sequentially, yet
+//!   101 splits and 252 subtrees, so four processors share the queue for real.
+//!   (`tspfile8` and `tspfile9` are solved by the first subtree and exercise little.)
+//! - `small`: `tspfile19b` with the original's search, a few seconds (3 to 5 s here).
+//! - `paper`: `tspfile17`, the 17 cities of the paper's Table 3, with the original's search
+//!   and `NodesFromEnd` = 12. It takes about 0.6 s here, against 1342 s in Table 3; the
+//!   algorithm explores about 9 million search nodes, so the table's time does not come
+//!   from this program on this input. `tspfile16`, the size first planned for `small`,
+//!   takes 0.15 s. `small` is therefore the longer run of the two.
+//!
+//! `tspfilegr17` (symmetric, TSPLIB optimum 2085) needs over a minute with the original's
+//! search and 10 s with `dfs_bound=cheapest_exit`. `fri26.matrix` is read but refused by
+//! `max_cities` (default 20): it did not finish in 30 s even with the cheaper bound.
+//!
+//! # Synchronization of the parallel version
+//!
+//! As the original (`tsp.c`), with two locks and one barrier:
+//!
+//! - **Start.** Processor 0 reads the input, writes `weights`, calls [`bnb::init_best`] on
+//!   `best` and [`bnb::Queue::init`] on the queue arrays; then a barrier. No processor
+//!   reads shared data before it.
+//! - **TourLock** guards `queue_ctl`, `prioq`, `tour_stack` and `tours`. Each call of
+//!   `WorkQueue::get_tour` acquires it, builds a [`bnb::Queue`] over the DSM arrays, calls
+//!   [`bnb::Queue::get_tour`] (which frees the previous subproblem, pops, splits and
+//!   pushes), copies the chosen record to private memory, and releases it. The record
+//!   stays reserved for that processor (it is on neither the heap nor the free stack)
+//!   until its next `get_tour`, so nothing else touches it.
+//! - **MinLock** guards writes of `best` (`MinTourLen` and `MinTour`). The depth-first
+//!   search reads `best[MIN_TOUR_LEN]` without the lock, as the original does: under lazy
+//!   release consistency a processor sees a new bound only after its next acquire (of
+//!   either lock), and a stale bound only prunes less. `Incumbent::offer` acquires
+//!   MinLock, calls [`bnb::set_best`] (which checks again) and releases it. Reading
+//!   `best[MIN_TOUR_LEN]` for `get_tour` happens while holding TourLock, also racy with
+//!   respect to MinLock, and equally safe: the queue only stops when its best bound reaches
+//!   a length that some tour really has.
+//! - **End.** A worker leaves [`bnb::worker`] when the queue is done; a final barrier,
+//!   after which processor 0 reads `best` for the result. Processors still searching when
+//!   the queue empties finish their subtree first, so the barrier waits for all results.
+//!
+//! Unlike the original, the racy read of `best[MIN_TOUR_LEN]` is the only data race, and
+//! it is on a single aligned `i32`; the parallel version should read it with a volatile or
+//! atomic load so the compiler re-reads it inside the search loop.
+
+pub mod bnb;
+pub mod input;
+#[cfg(test)]
+mod reference;
+
+use app_common::{
+    resolve_input, App, AppError, AppResult, Check, Mismatch, ParamSpec, Params, Value,
+};
+
+/// The TSP application.
+#[derive(Debug)]
+pub struct Tsp;
+
+/// The TSP application, for the harness.
+pub static TSP: Tsp = Tsp;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "input",
+        help: "instance file (city count, then the distance matrix one row per line), relative to the data directory",
+        defaults: ["tsp/tspfile16", "tsp/tspfile19b", "tsp/tspfile17"],
+    },
+    ParamSpec {
+        name: "nodes_from_end",
+        help: "split partial tours in the shared queue until at most this many cities remain, then search privately (TreadMarks NodesFromEnd)",
+        defaults: ["12", "12", "12"],
+    },
+    ParamSpec {
+        name: "max_tours",
+        help: "capacity of the shared pool of partial tours (TreadMarks MAX_NUM_TOURS); when full, a worker searches the tour itself",
+        defaults: ["5000", "5000", "5000"],
+    },
+    ParamSpec {
+        name: "dfs_bound",
+        help: "pruning of the private search: `path` (the original: path length only) or `cheapest_exit` (adds each remaining city's cheapest edge)",
+        defaults: ["cheapest_exit", "path", "path"],
+    },
+    ParamSpec {
+        name: "max_cities",
+        help: "refuse larger instances, whose exhaustive search would run for hours (at most 32)",
+        defaults: ["20", "20", "20"],
+    },
+];
+
+/// The parameters of one run, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub input: String,
+    pub nodes_from_end: usize,
+    pub max_tours: usize,
+    pub dfs_bound: bnb::DfsBound,
+    pub max_cities: usize,
+}
+
+impl Config {
+    pub fn from_params(params: &Params) -> Result<Config, AppError> {
+        Ok(Config {
+            input: params.str("input")?.to_string(),
+            nodes_from_end: params.get_in("nodes_from_end", 1, input::MAX_CITIES)?,
+            max_tours: params.get_in("max_tours", 1, bnb::Layout::MAX_TOURS_LIMIT)?,
+            dfs_bound: match params.str("dfs_bound")? {
+                "path" => bnb::DfsBound::Path,
+                "cheapest_exit" => bnb::DfsBound::CheapestExit,
+                other => {
+                    return Err(AppError::BadParam {
+                        name: "dfs_bound".into(),
+                        value: other.into(),
+                        why: "valid values are path and cheapest_exit".into(),
+                    })
+                }
+            },
+            max_cities: params.get_in("max_cities", 2, input::MAX_CITIES)?,
+        })
+    }
+
+    /// Reads the input, refusing instances above `max_cities`.
+    pub fn instance(&self) -> Result<input::Instance, AppError> {
+        let inst = input::read_instance(&resolve_input(&self.input))?;
+        if inst.n > self.max_cities {
+            return Err(AppError::Other(format!(
+                "{} has {} cities; the exhaustive search of TreadMarks TSP grows about n-fold per city \
+                 and would run for hours beyond {} cities (tspfile19b, 19 cities, takes seconds); \
+                 raise max_cities (at most {}) to try anyway",
+                self.input,
+                inst.n,
+                self.max_cities,
+                input::MAX_CITIES
+            )));
+        }
+        Ok(inst)
+    }
+}
+
+/// The result summary: the input, its size, the optimal length and one optimal tour.
+pub fn summary(config: &Config, n: usize, best_len: i32, tour: &[i32]) -> AppResult {
+    AppResult::new()
+        .with("input", Value::Str(config.input.clone()))
+        .i64("cities", n as i64)
+        .i64("best_len", i64::from(best_len))
+        .with(
+            "tour",
+            Value::I64s(tour.iter().map(|&c| i64::from(c)).collect()),
+        )
+}
+
+impl App for Tsp {
+    fn name(&self) -> &'static str {
+        "tsp"
+    }
+
+    fn description(&self) -> &'static str {
+        "travelling salesman by branch and bound with a shared queue of partial tours (TreadMarks TSP)"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
+        let config = Config::from_params(params)?;
+        let inst = config.instance()?;
+        let sol = bnb::solve(
+            &inst,
+            config.nodes_from_end,
+            config.max_tours,
+            config.dfs_bound,
+        )
+        .map_err(AppError::Other)?;
+        Ok(summary(&config, inst.n, sol.best_len, &sol.tour))
+    }
+
+    /// `best_len` is exact: the optimum length is unique. The tours may differ, since which
+    /// of several optimal tours is found first depends on timing; the parallel tour must
+    /// visit every city once and have length `best_len` in the instance, read again here.
+    fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
+        Check::new(sequential, parallel)
+            .exact("input")?
+            .exact("cities")?
+            .exact("best_len")?
+            .done()?;
+        let tour_mismatch = |got: String, rule: &str| Mismatch {
+            field: "tour".into(),
+            expected: "a tour through every city of length best_len".into(),
+            got,
+            rule: rule.into(),
+        };
+        let (Some(Value::Str(path)), Some(Value::I64(best_len))) =
+            (parallel.get("input"), parallel.get("best_len"))
+        else {
+            return Err(tour_mismatch(
+                "a result without input or best_len".into(),
+                "well-formed result",
+            ));
+        };
+        let Some(Value::I64s(tour)) = parallel.get("tour") else {
+            return Err(tour_mismatch("no list of cities".into(), "present"));
+        };
+        let inst = input::read_instance(&resolve_input(path))
+            .map_err(|e| tour_mismatch(e.to_string(), "input readable"))?;
+        bnb::check_tour(&inst.weights, inst.n, tour, *best_len)
+            .map_err(|why| tour_mismatch(why, "valid optimal tour"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app_common::Size;
+
+    fn params(input: &str, nodes_from_end: &str, max_tours: &str) -> Params {
+        Params::from_pairs(
+            Size::Test,
+            &[
+                ("input", input),
+                ("nodes_from_end", nodes_from_end),
+                ("max_tours", max_tours),
+                ("dfs_bound", "path"),
+                ("max_cities", "20"),
+            ],
+        )
+    }
+
+    #[test]
+    fn every_size_has_every_default_and_the_inputs_exist() {
+        for size in Size::ALL {
+            let p = Params::resolve("tsp", TSP.params(), size, &[]).unwrap();
+            let config = Config::from_params(&p).unwrap();
+            assert!(config.instance().is_ok(), "{size}: {}", config.input);
+        }
+    }
+
+    #[test]
+    fn test_size_runs_and_checks_against_itself() {
+        let p = Params::resolve("tsp", TSP.params(), Size::Test, &[]).unwrap();
+        let seq = TSP.sequential(&p).unwrap();
+        // tspfile9's optimum by exhaustive search over all 8! tours (reference::brute_force).
+        let inst = Config::from_params(&p).unwrap().instance().unwrap();
+        assert_eq!(
+            seq.get("best_len"),
+            Some(&Value::I64(reference::brute_force(&inst).0))
+        );
+        TSP.check(&seq, &seq).unwrap();
+    }
+
+    #[test]
+    fn checker_accepts_another_optimal_tour_and_rejects_wrong_ones() {
+        // tspfile8 is symmetric, so the reversed optimal tour is optimal too.
+        let seq = TSP
+            .sequential(&params("tsp/tspfile8", "12", "5000"))
+            .unwrap();
+        let Some(Value::I64s(tour)) = seq.get("tour") else {
+            panic!("no tour")
+        };
+        let mut reversed = tour.clone();
+        reversed[1..].reverse();
+        assert_ne!(&reversed, tour);
+        let with_tour = |t: Vec<i64>, len: i64| {
+            let mut r = seq.clone();
+            for (name, v) in &mut r.fields {
+                match name.as_str() {
+                    "tour" => *v = Value::I64s(t.clone()),
+                    "best_len" => *v = Value::I64(len),
+                    _ => {}
+                }
+            }
+            r
+        };
+        let Some(Value::I64(best)) = seq.get("best_len") else {
+            panic!("no length")
+        };
+        assert!(TSP.check(&seq, &with_tour(reversed, *best)).is_ok());
+        // From the note in tspfile8: 0-2-6-5-7-1-3-4-0 has length 2+3+1+3+2+1+1+2 = 15.
+        assert_eq!(*best, 15);
+        // A repeated city, and a valid tour that is not optimal: 0-1-...-7-0 has length
+        // 3+5+9+1+3+1+4+9 = 35 by hand from the matrix.
+        let mut repeated = tour.clone();
+        repeated[1] = repeated[2];
+        assert!(TSP
+            .check(&seq, &with_tour(repeated, *best))
+            .unwrap_err()
+            .got
+            .contains("visited twice"));
+        let e = TSP
+            .check(&seq, &with_tour((0..8).collect(), *best))
+            .unwrap_err();
+        assert!(e.got.contains("length is 35"), "{e}");
+        assert_eq!(
+            TSP.check(&seq, &with_tour(tour.clone(), best + 1))
+                .unwrap_err()
+                .field,
+            "best_len"
+        );
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected() {
+        let e = TSP
+            .sequential(&params("tsp/tspfile8", "0", "5000"))
+            .unwrap_err();
+        assert!(e.to_string().contains("nodes_from_end"));
+        let e = TSP
+            .sequential(&params("tsp/tspfile8", "3", "0"))
+            .unwrap_err();
+        assert!(e.to_string().contains("max_tours"));
+        let e = TSP
+            .sequential(&params("tsp/no-such-file", "3", "10"))
+            .unwrap_err();
+        assert!(matches!(e, AppError::Io { .. }));
+        let e = TSP
+            .sequential(&params("tsp/fri26.matrix", "12", "5000"))
+            .unwrap_err();
+        assert!(e.to_string().contains("fri26.matrix has 26 cities"), "{e}");
+        let mut p = params("tsp/tspfile8", "3", "10")
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>();
+        p.retain(|(k, _)| k != "dfs_bound");
+        p.push(("dfs_bound".into(), "mst".into()));
+        let e = Params::resolve("tsp", TSP.params(), Size::Test, &p)
+            .and_then(|p| TSP.sequential(&p))
+            .unwrap_err();
+        assert!(e.to_string().contains("path and cheapest_exit"), "{e}");
+    }
+}

@@ -1,1 +1,311 @@
-//! The water application (being written).
+//! The two SPLASH-2 water programs (Woo et al., "The SPLASH-2 Programs: Characterization
+//! and Methodological Considerations", ISCA 1995; used in the Cashmere paper, section 3.2
+//! and Table 3, at 9261 molecules): `water-nsq` (Water-nsquared, [`nsq`]) and `water-sp`
+//! (Water-spatial, [`sp`]). Both simulate the same system of rigid-lattice-started,
+//! flexible water molecules with a sixth-order Gear predictor-corrector; the physics is in
+//! [`physics`], the molecule layout in [`layout`], the input files in [`deck`].
+//!
+//! # Input
+//!
+//! The SPLASH-2 deck `water/n512-p1.in` and `water/random.in`, read as the originals read
+//! them ([`deck`]). Parameters: `molecules` (a cube: 64, 512, 9261), `steps`, and the deck
+//! values `tstep` (seconds), `norder`, `nprint` and `cutoff` (angstrom, 0 for half the
+//! box), each `deck` by default. Every size uses the deck's cutoff 6.212752, which is half
+//! the box at 64 molecules and gives 2, 4 and 10 cells per side to Water-spatial at 64,
+//! 512 and 9261 molecules. The potential energy is computed every `nprint` steps as in the
+//! original, and also after the last step if that is not one of them. Sizes: `test` 64
+//! molecules, 3 steps; `small` 512 molecules (the deck's), 200 steps (about 3 s
+//! sequentially, where the deck's 3 steps take 30 ms); `paper` 9261 molecules, the deck's
+//! 3 steps (the paper does not give its step count).
+//!
+//! # Result
+//!
+//! After the last step, in SPLASH-2's units (energies in kT per atom, as printed by
+//! `MDMAIN`): `kinetic`, `intra_potential`, `inter_potential` (Coulomb and MCY terms),
+//! `reaction_field`, `total` (their sum), `temperature` (kelvin, averaged over the steps
+//! run, the original's `AVGT`) and `virial` (averaged likewise, `XVIR`).
+//!
+//! # Shared data of the parallel versions
+//!
+//! Both: the molecule array `var` (`nmol * MOL_STRIDE` f64, [`layout`]), and the global
+//! sums of [`physics::StepSums`] (`VIR`, `SUM[3]`, `POTA`, `POTR`, `POTRF`: 7 f64).
+//! Water-spatial also: `head` (`bps^3` i64) and `next` (`nmol` i64), the cell lists.
+//! Water-nsquared's per-processor force arrays (`PFORCES`, `nmol * 9` f64 each) are
+//! written and read only by their processor; SPLASH-2 allocates them in shared memory,
+//! but private memory holds them equally well.
+//!
+//! # Synchronization of the parallel Water-nsquared (SPLASH-2 `mdmain.C`, `interf.C`)
+//!
+//! Processor `id` works on [`nsq::mols_of`]`(id, nprocs, nmol)`; `nmol >= nprocs`.
+//! Locks: `IntrafVirLock`, `InterfVirLock`, `KinetiSumLock`, `PotengSumLock`, and
+//! `MAXLCKS` = 4096 molecule locks (molecule `m` under lock `m % 4096`). Barriers `start`,
+//! `InterfBar`, `PotengBar` (all processors).
+//!
+//! 1. [`nsq::intraf_range`], its result added to `VIR` under `IntrafVirLock`; **barrier**.
+//! 2. `INTERF(ACC)`: [`nsq::interf_private`] into the private array, its virial added to
+//!    `VIR` under `InterfVirLock`; then [`nsq::flush_private_forces`] over
+//!    [`nsq::flush_ranges`], each molecule's addition under its molecule lock;
+//!    **barrier** (`InterfBar`); [`nsq::scale_range`] on its own molecules; **barrier**.
+//! 3. Per step: processor 0 zeroes the sums; **barrier**; [`nsq::predic_range`] and
+//!    [`nsq::intraf_range`] (lock as in 1); **barrier**; `INTERF(FORCES)` as in 2 (without
+//!    the final barrier); [`nsq::correc_bndry_range`], [`nsq::kineti_range`] (each
+//!    direction's sum added under `KinetiSumLock`); **barrier**; every processor adds the
+//!    sums to its private [`physics::Totals`]. On a potential-energy step:
+//!    [`nsq::poteng_intra_range`]; **barrier** (`PotengBar`); [`nsq::poteng_inter_range`];
+//!    the three sums added under `PotengSumLock`; **barrier**; the energies are
+//!    [`physics::Energies::new`]. **Barrier** at the end of every step.
+//!
+//! # Synchronization of the parallel Water-spatial (SPLASH-2 water-spatial `mdmain.C`)
+//!
+//! Processor `id` works on the cells [`sp::own_cells`]`(id, nprocs, grid)`;
+//! `nprocs <= bps^3`. The same locks and barriers as Water-nsquared without the molecule
+//! locks, plus one lock per cell guarding `head[cell]` and the `next` links of the list.
+//! The steps are those of Water-nsquared with the cell kernels ([`sp::intraf_cells`],
+//! [`sp::interf_cells`] — no lock: a processor writes only its own molecules' forces —,
+//! [`physics::scale_forces`] after `InterfBar`, [`physics::predic`],
+//! [`physics::correc`], [`sp::kineti_cells`], [`sp::poteng_intra_cells`],
+//! [`sp::poteng_inter_cells`]) with one change: after `CORREC` the processor computes
+//! `KINETI` and waits at a **barrier**, then runs [`sp::bndry_cells`], which moves
+//! molecules between cells under the cell locks; the step's final barrier follows. The
+//! original runs `CORREC`, `BNDRY` and `KINETI` with no barrier between them, so a molecule
+//! moved into a cell whose owner has not yet corrected it is corrected twice, and one moved
+//! out of a cell before its owner's `KINETI` may be counted twice or not at all; the
+//! barrier and the order here make every step deterministic up to summation order.
+//!
+//! # Checking
+//!
+//! The parallel versions add the same terms in other orders: the molecule forces in the
+//! order the processors take the molecule locks (nsquared) or in the order of the cell
+//! lists, which `BNDRY` builds in the order molecules arrive (spatial), and the global sums
+//! in lock order. Each reordering changes a result by a few ulps, and this short-time
+//! dynamics grows such differences slowly: emulated schedules of 4 and 8 processors differ
+//! from the sequential run by about 1e-13 (relative) after 3 steps and 1e-12 after the 200
+//! steps of the `small` size. The checker uses a relative tolerance of 1e-9 on every field,
+//! a thousand times that, with an absolute floor of 1e-9 (the fields are of order 0.01 to
+//! 1000 in their units). The test `emulated_parallel_schedules_pass_the_checker`
+//! measures the difference of emulated four-processor schedules.
+
+pub mod deck;
+pub mod layout;
+pub mod nsq;
+pub mod physics;
+pub mod sp;
+
+use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
+use physics::System;
+
+/// Mutual exclusion by index, as the kernels that update shared lists or forces need it.
+/// The parallel version implements it with DSM locks; the sequential one with [`NoLocks`].
+pub trait Locks {
+    fn acquire(&mut self, index: usize);
+    fn release(&mut self, index: usize);
+}
+
+/// The locks of a single processor: nothing to exclude.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoLocks;
+
+impl Locks for NoLocks {
+    fn acquire(&mut self, _: usize) {}
+    fn release(&mut self, _: usize) {}
+}
+
+/// Relative tolerance of the checker; see the crate documentation.
+pub const TOLERANCE: f64 = 1e-9;
+
+const FIELDS: [&str; 7] = [
+    "kinetic",
+    "intra_potential",
+    "inter_potential",
+    "reaction_field",
+    "total",
+    "temperature",
+    "virial",
+];
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "deck",
+        help: "SPLASH-2 input deck (10 fields)",
+        defaults: ["water/n512-p1.in"; 3],
+    },
+    ParamSpec {
+        name: "random",
+        help: "SPLASH-2 random.in (initial velocities)",
+        defaults: ["water/random.in"; 3],
+    },
+    ParamSpec {
+        name: "molecules",
+        help: "number of molecules (a cube)",
+        defaults: ["64", "512", "9261"],
+    },
+    ParamSpec {
+        name: "steps",
+        help: "time steps",
+        defaults: ["3", "200", "3"],
+    },
+    ParamSpec {
+        name: "tstep",
+        help: "time step in seconds, or `deck`",
+        defaults: ["deck"; 3],
+    },
+    ParamSpec {
+        name: "norder",
+        help: "predictor-corrector order (3-6), or `deck`",
+        defaults: ["deck"; 3],
+    },
+    ParamSpec {
+        name: "nprint",
+        help: "potential energy every nprint steps, or `deck`",
+        defaults: ["deck"; 3],
+    },
+    ParamSpec {
+        name: "cutoff",
+        help: "cutoff radius in angstrom (0: half the box), or `deck`",
+        defaults: ["deck"; 3],
+    },
+];
+
+/// A run's inputs: the constants, the initial molecule array, the steps and `nprint`.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub sys: System,
+    pub var: Vec<f64>,
+    pub steps: usize,
+    pub nprint: usize,
+}
+
+/// A parameter that is either `deck` (take the deck's value) or a value.
+fn deck_or<T: std::str::FromStr>(params: &Params, name: &str, from_deck: T) -> Result<T, AppError>
+where
+    T::Err: std::fmt::Display,
+{
+    if params.str(name)? == "deck" {
+        Ok(from_deck)
+    } else {
+        params.get(name)
+    }
+}
+
+/// Reads the input files and builds the initial state from the parameters.
+pub fn setup(params: &Params) -> Result<Setup, AppError> {
+    let d = deck::read_deck(&app_common::resolve_input(params.str("deck")?))?;
+    let randoms = deck::read_randoms(&app_common::resolve_input(params.str("random")?))?;
+    let nmol = params.get_in::<usize>("molecules", 1, 1 << 20)?;
+    let steps = params.get_in::<usize>("steps", 1, 1 << 20)?;
+    let bad = |name: &str, value: String, why: &str| AppError::BadParam {
+        name: name.into(),
+        value,
+        why: why.into(),
+    };
+    let tstep = deck_or(params, "tstep", d.tstep_s)?;
+    if !(tstep > 0.0 && tstep.is_finite()) {
+        return Err(bad(
+            "tstep",
+            tstep.to_string(),
+            "the time step must be positive",
+        ));
+    }
+    let norder = deck_or(params, "norder", d.norder)?;
+    let nprint = deck_or(params, "nprint", d.nprint)?;
+    if nprint < 1 {
+        return Err(bad("nprint", nprint.to_string(), "must be at least 1"));
+    }
+    let cutoff = deck_or(params, "cutoff", d.cutoff)?;
+    if !(cutoff >= 0.0 && cutoff.is_finite()) {
+        return Err(bad(
+            "cutoff",
+            cutoff.to_string(),
+            "must be 0 (half the box) or positive",
+        ));
+    }
+    let norder =
+        usize::try_from(norder).map_err(|_| bad("norder", norder.to_string(), "must be 3 to 6"))?;
+    let sys = System::new(nmol, tstep, norder, cutoff)?;
+    let var = physics::initial_state(&sys, &deck::raw_velocities(&randoms, nmol))?;
+    Ok(Setup {
+        sys,
+        var,
+        steps,
+        nprint: nprint as usize,
+    })
+}
+
+fn check_fields(sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
+    FIELDS
+        .iter()
+        .try_fold(Check::new(sequential, parallel), |c, f| {
+            c.relative(f, TOLERANCE, 1e-9)
+        })?
+        .done()
+}
+
+/// SPLASH-2 Water-nsquared.
+#[derive(Debug)]
+pub struct WaterNsq;
+
+/// SPLASH-2 Water-spatial.
+#[derive(Debug)]
+pub struct WaterSp;
+
+pub static WATER_NSQ: WaterNsq = WaterNsq;
+pub static WATER_SP: WaterSp = WaterSp;
+
+impl App for WaterNsq {
+    fn name(&self) -> &'static str {
+        "water-nsq"
+    }
+
+    fn description(&self) -> &'static str {
+        "SPLASH-2 Water-nsquared: O(n^2) molecular dynamics of water, per-molecule locks"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
+        let Setup {
+            sys,
+            mut var,
+            steps,
+            nprint,
+        } = setup(params)?;
+        Ok(nsq::run(&mut var, &sys, steps, nprint, 1, &[0]).to_result())
+    }
+
+    fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
+        check_fields(sequential, parallel)
+    }
+}
+
+impl App for WaterSp {
+    fn name(&self) -> &'static str {
+        "water-sp"
+    }
+
+    fn description(&self) -> &'static str {
+        "SPLASH-2 Water-spatial: molecular dynamics of water on a grid of cells of cutoff size"
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        PARAMS
+    }
+
+    fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
+        let Setup {
+            sys,
+            mut var,
+            steps,
+            nprint,
+        } = setup(params)?;
+        Ok(sp::run(&mut var, &sys, steps, nprint, 1, &[0]).to_result())
+    }
+
+    fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
+        check_fields(sequential, parallel)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,452 @@
+//! The Barnes-Hut octree in flat arrays: its layout, the sequential build that inserts
+//! one body per leaf, and the centre-of-mass pass.
+//!
+//! The tree follows the hack code of Barnes and Hut as SPLASH-1 Barnes uses it: the root
+//! cell is the cube that holds every body, every cell has eight children, and a child is
+//! empty, a body, or a cell. A body lands in the first empty slot on its way down; when
+//! that slot already holds a body, a new cell replaces it and both bodies go one level
+//! further down, until they part. Which child a body goes to is decided, as in the
+//! original, on integer coordinates: the position scaled to `[0, 2^30)` inside the root
+//! cube ([`Cube::intcoord`]), one bit per level ([`subindex`]).
+
+use std::fmt;
+
+/// Children per cell.
+pub const NSUB: usize = 8;
+
+/// The integer coordinates span `[0, IMAX)`; the root cell picks its child with bit
+/// `IMAX >> 1` (SPLASH Barnes uses the same 30 bits).
+pub const IMAX: u32 = 1 << 30;
+
+/// The bit that marks a cell in a stored child index.
+const CELL_BIT: u32 = 1 << 31;
+
+/// A stored child index that names nothing.
+pub const EMPTY: u32 = u32::MAX;
+
+/// The most cells a tree may hold: every index below it, with the cell bit set, differs
+/// from [`EMPTY`].
+pub const MAX_CELLS: usize = (CELL_BIT - 1) as usize;
+
+/// What a stored child index names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    Empty,
+    Body(usize),
+    Cell(usize),
+}
+
+impl Node {
+    /// The stored form: [`EMPTY`], a body index `b < 2^31`, or a cell index with the top
+    /// bit set.
+    pub fn encode(self) -> u32 {
+        match self {
+            Node::Empty => EMPTY,
+            Node::Body(b) => {
+                assert!(b < CELL_BIT as usize, "body index {b} does not fit 31 bits");
+                b as u32
+            }
+            Node::Cell(c) => {
+                assert!(c < MAX_CELLS, "cell index {c} does not fit 31 bits");
+                CELL_BIT | c as u32
+            }
+        }
+    }
+
+    pub fn decode(raw: u32) -> Node {
+        if raw == EMPTY {
+            Node::Empty
+        } else if raw & CELL_BIT != 0 {
+            Node::Cell((raw & !CELL_BIT) as usize)
+        } else {
+            Node::Body(raw as usize)
+        }
+    }
+}
+
+/// The root cell: the cube with lowest corner `rmin` and side `rsize`. Stored in shared
+/// memory as four `f64` (`rmin` then `rsize`, [`Cube::to_array`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cube {
+    pub rmin: [f64; 3],
+    pub rsize: f64,
+}
+
+impl Cube {
+    pub fn to_array(self) -> [f64; 4] {
+        [self.rmin[0], self.rmin[1], self.rmin[2], self.rsize]
+    }
+
+    pub fn from_array(a: [f64; 4]) -> Cube {
+        Cube {
+            rmin: [a[0], a[1], a[2]],
+            rsize: a[3],
+        }
+    }
+
+    /// The cube around every body, as SPLASH Barnes sizes it at each step: side 1.00002
+    /// times the largest extent of the bodies along an axis, lowest corner `rsize / 10^5`
+    /// below their minima, so every body lies strictly inside. A single body (or bodies
+    /// that all coincide) gets side 1.
+    pub fn around(pos: &[f64]) -> Cube {
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for p in pos.chunks_exact(3) {
+            for k in 0..3 {
+                lo[k] = lo[k].min(p[k]);
+                hi[k] = hi[k].max(p[k]);
+            }
+        }
+        let extent = (0..3).map(|k| hi[k] - lo[k]).fold(0.0f64, f64::max);
+        let rsize = if extent > 0.0 { 1.00002 * extent } else { 1.0 };
+        Cube {
+            rmin: [0, 1, 2].map(|k| lo[k] - rsize / 100_000.0),
+            rsize,
+        }
+    }
+
+    /// The integer coordinates of `p` in `[0, IMAX)^3`, or `None` if `p` lies outside the
+    /// cube (or is not finite).
+    pub fn intcoord(&self, p: &[f64]) -> Option<[u32; 3]> {
+        let mut x = [0u32; 3];
+        for k in 0..3 {
+            let xsc = (p[k] - self.rmin[k]) / self.rsize;
+            if !(0.0..1.0).contains(&xsc) {
+                return None;
+            }
+            x[k] = (xsc * IMAX as f64).floor() as u32;
+        }
+        Some(x)
+    }
+}
+
+/// The child slot of a cell at `level` (a single bit) that integer point `x` falls in:
+/// x, y, z contribute 4, 2, 1 when their bit `level` is set.
+pub fn subindex(x: [u32; 3], level: u32) -> usize {
+    let mut i = 0;
+    for (k, xk) in x.iter().enumerate() {
+        if xk & level != 0 {
+            i += NSUB >> (k + 1);
+        }
+    }
+    i
+}
+
+/// The cell capacity of the shared cell arrays for `nbody` bodies: `fcells * nbody`
+/// cells (SPLASH's `fcells`), at least 16. The DSM heap is sized from it at start.
+pub fn cell_capacity(nbody: usize, fcells: f64) -> usize {
+    ((fcells * nbody as f64).ceil() as usize).clamp(16, MAX_CELLS)
+}
+
+/// The cell arrays, read-only: what the force walk and the partition read.
+#[derive(Clone, Copy)]
+pub struct Tree<'a> {
+    pub cube: Cube,
+    /// Eight stored child indices per cell ([`Node::encode`]); cell 0 is the root.
+    pub child: &'a [u32],
+    /// Mass per cell.
+    pub mass: &'a [f64],
+    /// Centre of mass per cell, three per cell.
+    pub com: &'a [f64],
+    /// Cost per cell: the sum of its bodies' costs (force interactions of the last step).
+    pub cost: &'a [u64],
+}
+
+/// The cell arrays, writable: what processor 0 fills when it builds the tree.
+pub struct TreeMut<'a> {
+    pub child: &'a mut [u32],
+    pub mass: &'a mut [f64],
+    pub com: &'a mut [f64],
+    pub cost: &'a mut [u64],
+}
+
+impl TreeMut<'_> {
+    /// Cells the arrays can hold.
+    pub fn capacity(&self) -> usize {
+        self.mass.len()
+    }
+
+    pub fn view(&self, cube: Cube) -> Tree<'_> {
+        Tree {
+            cube,
+            child: self.child,
+            mass: self.mass,
+            com: self.com,
+            cost: self.cost,
+        }
+    }
+}
+
+/// Owned cell arrays, for the sequential version and tests.
+#[derive(Clone, Debug)]
+pub struct TreeStore {
+    pub child: Vec<u32>,
+    pub mass: Vec<f64>,
+    pub com: Vec<f64>,
+    pub cost: Vec<u64>,
+}
+
+impl TreeStore {
+    pub fn new(capacity: usize) -> TreeStore {
+        TreeStore {
+            child: vec![EMPTY; NSUB * capacity],
+            mass: vec![0.0; capacity],
+            com: vec![0.0; 3 * capacity],
+            cost: vec![0; capacity],
+        }
+    }
+
+    pub fn as_mut(&mut self) -> TreeMut<'_> {
+        TreeMut {
+            child: &mut self.child,
+            mass: &mut self.mass,
+            com: &mut self.com,
+            cost: &mut self.cost,
+        }
+    }
+
+    pub fn view(&self, cube: Cube) -> Tree<'_> {
+        Tree {
+            cube,
+            child: &self.child,
+            mass: &self.mass,
+            com: &self.com,
+            cost: &self.cost,
+        }
+    }
+}
+
+/// Why a tree could not be built.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TreeError {
+    /// Body `body` lies outside the cube or its position is not finite.
+    Outside { body: usize },
+    /// Bodies `a` and `b` have the same integer coordinates: no cell separates them.
+    Coincide { a: usize, b: usize },
+    /// The cell arrays are full.
+    Full { capacity: usize },
+}
+
+impl fmt::Display for TreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TreeError::Outside { body } => write!(
+                f,
+                "body {body} lies outside the root cell or has a non-finite position; \
+                 the time step `dtime` is probably too large"
+            ),
+            TreeError::Coincide { a, b } => write!(
+                f,
+                "bodies {a} and {b} are closer than 2^-30 of the root cell, so no cell \
+                 separates them; use another `seed` or fewer bodies"
+            ),
+            TreeError::Full { capacity } => write!(
+                f,
+                "the cell arrays ({capacity} cells) are full; raise `fcells`"
+            ),
+        }
+    }
+}
+
+fn clear_cell(child: &mut [u32], c: usize) {
+    child[NSUB * c..NSUB * (c + 1)].fill(EMPTY);
+}
+
+/// Builds the tree of the bodies at `pos` (three `f64` per body) in `cube`, inserting
+/// them in index order, and returns the number of cells used (cells `0..ncell`).
+/// Sequential: in the TreadMarks program one processor builds the whole tree.
+///
+/// A cell always has a higher index than its parent, which [`compute_cofm`] relies on.
+pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
+    let cap = tree.capacity();
+    assert!(
+        cap >= 1 && tree.child.len() >= NSUB * cap,
+        "cell arrays too short"
+    );
+    let child = &mut *tree.child;
+    clear_cell(child, 0);
+    let mut ncell = 1;
+    for b in 0..pos.len() / 3 {
+        let xb = cube
+            .intcoord(&pos[3 * b..3 * b + 3])
+            .ok_or(TreeError::Outside { body: b })?;
+        let mut c = 0;
+        let mut level = IMAX >> 1;
+        loop {
+            let slot = NSUB * c + subindex(xb, level);
+            match Node::decode(child[slot]) {
+                Node::Empty => {
+                    child[slot] = Node::Body(b).encode();
+                    break;
+                }
+                Node::Cell(next) => {
+                    c = next;
+                    level >>= 1;
+                }
+                Node::Body(other) => {
+                    if level == 1 {
+                        return Err(TreeError::Coincide { a: other, b });
+                    }
+                    if ncell == cap {
+                        return Err(TreeError::Full { capacity: cap });
+                    }
+                    let fresh = ncell;
+                    ncell += 1;
+                    clear_cell(child, fresh);
+                    let xo = cube
+                        .intcoord(&pos[3 * other..3 * other + 3])
+                        .expect("a body already in the tree lies inside the cube");
+                    child[NSUB * fresh + subindex(xo, level >> 1)] = Node::Body(other).encode();
+                    child[slot] = Node::Cell(fresh).encode();
+                    c = fresh;
+                    level >>= 1;
+                }
+            }
+        }
+    }
+    Ok(ncell)
+}
+
+/// Fills mass, centre of mass and cost of cells `0..ncell` from their children, summed in
+/// child order 0..8 as the hack code's `hackcofm` does. `body_cost` is the cost each body
+/// had in the last force phase. Children have higher indices than their parents, so one
+/// pass from the last cell down to the root sees every child before its parent.
+pub fn compute_cofm(
+    tree: &mut TreeMut<'_>,
+    ncell: usize,
+    pos: &[f64],
+    mass: &[f64],
+    body_cost: &[u64],
+) {
+    for c in (0..ncell).rev() {
+        let mut m = 0.0;
+        let mut mx = [0.0f64; 3];
+        let mut cost = 0u64;
+        for k in 0..NSUB {
+            let (qm, qpos, qcost) = match Node::decode(tree.child[NSUB * c + k]) {
+                Node::Empty => continue,
+                Node::Body(b) => (
+                    mass[b],
+                    [pos[3 * b], pos[3 * b + 1], pos[3 * b + 2]],
+                    body_cost[b],
+                ),
+                Node::Cell(q) => {
+                    debug_assert!(q > c, "a child cell has a higher index than its parent");
+                    (
+                        tree.mass[q],
+                        [tree.com[3 * q], tree.com[3 * q + 1], tree.com[3 * q + 2]],
+                        tree.cost[q],
+                    )
+                }
+            };
+            m += qm;
+            for (s, q) in mx.iter_mut().zip(qpos) {
+                *s += qm * q;
+            }
+            cost += qcost;
+        }
+        tree.mass[c] = m;
+        for (dst, s) in tree.com[3 * c..3 * c + 3].iter_mut().zip(mx) {
+            *dst = s / m;
+        }
+        tree.cost[c] = cost;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_encoding_round_trips() {
+        for n in [
+            Node::Empty,
+            Node::Body(0),
+            Node::Body(12345),
+            Node::Cell(0),
+            Node::Cell(77),
+        ] {
+            assert_eq!(Node::decode(n.encode()), n);
+        }
+        assert_ne!(Node::Cell(0).encode(), Node::Body(0).encode());
+    }
+
+    #[test]
+    fn subindex_gives_x_4_y_2_z_1() {
+        let l = 1 << 5;
+        assert_eq!(subindex([0, 0, 0], l), 0);
+        assert_eq!(subindex([l, 0, 0], l), 4);
+        assert_eq!(subindex([0, l, 0], l), 2);
+        assert_eq!(subindex([0, 0, l], l), 1);
+        assert_eq!(subindex([l | 1, l, l], l), 7);
+        assert_eq!(subindex([l >> 1, 0, 0], l), 0);
+    }
+
+    #[test]
+    fn cube_holds_every_body_strictly() {
+        let pos = [-1.0, 0.0, 2.0, 3.0, 0.5, -2.0, 0.0, 0.0, 0.0];
+        let cube = Cube::around(&pos);
+        // The largest extent is 4 (x from -1 to 3, z from -2 to 2).
+        assert_eq!(cube.rsize, 4.0 * 1.00002);
+        for p in pos.chunks(3) {
+            assert!(cube.intcoord(p).is_some());
+        }
+        assert!(cube.intcoord(&[3.1, 0.0, 0.0]).is_none());
+        assert!(cube.intcoord(&[f64::NAN, 0.0, 0.0]).is_none());
+        assert_eq!(Cube::from_array(cube.to_array()), cube);
+    }
+
+    /// Two bodies in opposite octants of the root go straight into the root; two bodies in
+    /// the same octant but different sub-octants need one extra cell.
+    #[test]
+    fn small_trees_have_the_expected_shape() {
+        let cube = Cube {
+            rmin: [0.0; 3],
+            rsize: 8.0,
+        };
+        let mut store = TreeStore::new(16);
+        let pos = [1.0, 1.0, 1.0, 7.0, 7.0, 7.0];
+        assert_eq!(build_tree(cube, &pos, &mut store.as_mut()), Ok(1));
+        assert_eq!(Node::decode(store.child[0]), Node::Body(0));
+        assert_eq!(Node::decode(store.child[7]), Node::Body(1));
+
+        // Both in octant 0 (below 4 on every axis); body 1 in sub-octant 4 (x >= 2).
+        let pos = [1.0, 1.0, 1.0, 3.0, 1.0, 1.0];
+        assert_eq!(build_tree(cube, &pos, &mut store.as_mut()), Ok(2));
+        assert_eq!(Node::decode(store.child[0]), Node::Cell(1));
+        assert_eq!(Node::decode(store.child[8]), Node::Body(0));
+        assert_eq!(Node::decode(store.child[8 + 4]), Node::Body(1));
+        let mass = [0.25, 0.75];
+        compute_cofm(&mut store.as_mut(), 2, &pos, &mass, &[3, 4]);
+        assert_eq!(store.mass[..2], [1.0, 1.0]);
+        assert_eq!(store.com[..6], [2.5, 1.0, 1.0, 2.5, 1.0, 1.0]);
+        assert_eq!(store.cost[..2], [7, 7]);
+    }
+
+    #[test]
+    fn bad_trees_are_errors() {
+        let cube = Cube {
+            rmin: [0.0; 3],
+            rsize: 8.0,
+        };
+        let mut store = TreeStore::new(64);
+        let pos = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        assert_eq!(
+            build_tree(cube, &pos, &mut store.as_mut()),
+            Err(TreeError::Coincide { a: 0, b: 1 })
+        );
+        let pos = [1.0, 1.0, 1.0, 9.0, 1.0, 1.0];
+        assert_eq!(
+            build_tree(cube, &pos, &mut store.as_mut()),
+            Err(TreeError::Outside { body: 1 })
+        );
+        // Two bodies 2^-10 apart inside octant 0 need about ten nested cells.
+        let pos = [1.0, 1.0, 1.0, 1.0 + 1.0 / 1024.0, 1.0, 1.0];
+        let mut small = TreeStore::new(4);
+        assert_eq!(
+            build_tree(cube, &pos, &mut small.as_mut()),
+            Err(TreeError::Full { capacity: 4 })
+        );
+        assert!(build_tree(cube, &pos, &mut store.as_mut()).is_ok());
+    }
+}

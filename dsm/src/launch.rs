@@ -1,0 +1,381 @@
+//! The launcher: runs one SPMD node function on every node of a cluster, either as thread
+//! groups of this process or as node processes that re-execute this binary (like
+//! `mpirun`), gathers each node's result, and turns the failure of any node into an error
+//! that names the node and the cause.
+//!
+//! # Process mode
+//!
+//! The launching process creates the fabric (a memfd) and starts one child per node with
+//! the descriptor inherited and `DSM_NODE`, `DSM_FABRIC_FD` and `DSM_LAYOUT` in the
+//! environment. The child runs the same program; when it reaches the same `launch` call it
+//! runs only its node, writes its result into the fabric and exits. The launcher polls
+//! the children; when one dies before reporting its result, it marks the fabric aborted
+//! (every runtime wait then fails) and kills the others. A child dies with SIGKILL if the
+//! launcher dies (PR_SET_PDEATHSIG), so nothing outlives a run.
+//!
+//! A node process runs the program from the start, so it meets every earlier `launch` call
+//! of the program too: the launcher numbers the calls, and in a node process every call
+//! before the one it was started for returns [`LaunchError::OtherRun`] at once, which a
+//! program that launches several clusters skips (`continue`s past). Inside a libtest test
+//! the launcher runs just the current test in the child; other programs get their own
+//! arguments unless [`LaunchSpec::child_args`] says otherwise.
+
+use crate::net::{node_state, Fabric, Layout, Profile, RESULT_BYTES};
+use crate::sys;
+use std::ffi::OsString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the nodes of a cluster run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ExecMode {
+    /// Every node is a group of threads in this process (for tests and debugging).
+    Threads,
+    /// Every node is a process running this binary.
+    Processes,
+}
+
+impl std::str::FromStr for ExecMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "threads" => Ok(ExecMode::Threads),
+            "processes" => Ok(ExecMode::Processes),
+            _ => Err(format!("unknown execution mode `{s}`; valid modes: threads, processes")),
+        }
+    }
+}
+
+impl std::fmt::Display for ExecMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExecMode::Threads => "threads",
+            ExecMode::Processes => "processes",
+        })
+    }
+}
+
+/// What the launcher needs to know about a cluster.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    pub nodes: usize,
+    /// Reply mailboxes per node, beyond the service thread's (one per processor).
+    pub procs: usize,
+    pub heap_bytes: usize,
+    pub profile: Profile,
+    pub mode: ExecMode,
+    /// Arguments for node processes; `None` means: inside a libtest test, run just that
+    /// test; otherwise, this process's own arguments.
+    pub child_args: Option<Vec<OsString>>,
+    /// Entries of each node's arrival log (0: none); see [`crate::net::Fabric::arrivals`].
+    pub trace_entries: usize,
+}
+
+/// Why a cluster run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("node {node} failed: {cause}")]
+    NodeFailed { node: usize, cause: String },
+    #[error(transparent)]
+    Net(#[from] crate::net::NetError),
+    #[error("cannot start node process {node}: {source}")]
+    Spawn { node: usize, source: std::io::Error },
+    #[error("node {node}'s result is {len} bytes; results are limited to {max} bytes per node")]
+    ResultTooLarge { node: usize, len: usize, max: usize },
+    #[error("this node process was started with a broken environment: {0}")]
+    BadEnvironment(String),
+    /// In a node process, every launch before the one the process was started for returns
+    /// this; a program that launches several clusters skips past it (see the module doc).
+    #[error("this node process serves a later cluster run; skipping this one")]
+    OtherRun,
+}
+
+impl LaunchError {
+    /// True for [`LaunchError::OtherRun`].
+    pub fn is_other_run(&self) -> bool {
+        matches!(self, LaunchError::OtherRun)
+    }
+}
+
+/// What a node function gets.
+pub struct NodeCtx {
+    pub node: usize,
+    pub fabric: Arc<Fabric>,
+}
+
+/// What a node function returns: its result bytes, or a description of what went wrong.
+pub type NodeResult = Result<Vec<u8>, String>;
+
+const ENV_NODE: &str = "DSM_NODE";
+const ENV_FD: &str = "DSM_FABRIC_FD";
+const ENV_LAYOUT: &str = "DSM_LAYOUT";
+const ENV_RUN: &str = "DSM_RUN";
+
+thread_local! {
+    /// How many clusters this thread has launched (or, in a node process, passed). Counted
+    /// per thread so that concurrently running tests number their runs independently.
+    static RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// True in a node process started by the launcher.
+pub fn is_node_process() -> bool {
+    std::env::var_os(ENV_NODE).is_some()
+}
+
+/// Runs `node_main` on every node and returns each node's result, in node order.
+pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, LaunchError>
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    let layout = Layout::new(spec.nodes, spec.procs, spec.profile.fabric_address_space_bytes(), spec.heap_bytes)?
+        .with_trace(spec.trace_entries);
+    let run = RUNS.with(|r| r.replace(r.get() + 1));
+    if is_node_process() {
+        if run < env_usize(ENV_RUN)? {
+            return Err(LaunchError::OtherRun);
+        }
+        run_as_node_process(layout, &node_main);
+    }
+    let fabric = Fabric::create(layout, &spec.profile)?;
+    match spec.mode {
+        ExecMode::Threads => launch_threads(&fabric, &node_main),
+        ExecMode::Processes => launch_processes(spec, &fabric, run),
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        format!("panicked: {s}")
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        format!("panicked: {s}")
+    } else {
+        "panicked".to_string()
+    }
+}
+
+fn is_secondary(cause: &str) -> bool {
+    cause.contains(crate::ABORT_MESSAGE)
+}
+
+fn launch_threads<F>(fabric: &Arc<Fabric>, node_main: &F) -> Result<Vec<Vec<u8>>, LaunchError>
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    let nodes = fabric.layout().nodes;
+    let first_failure: Mutex<Option<(usize, String)>> = Mutex::new(None);
+    let results: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..nodes)
+            .map(|node| {
+                let fabric = Arc::clone(fabric);
+                let first_failure = &first_failure;
+                std::thread::Builder::new()
+                    .name(format!("dsm-node-{node}"))
+                    .spawn_scoped(s, move || {
+                        let ctx = NodeCtx { node, fabric: Arc::clone(&fabric) };
+                        let outcome = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
+                            .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+                        match outcome {
+                            Ok(bytes) => Some(bytes),
+                            Err(cause) => {
+                                let mut first = first_failure.lock().expect("poisoned");
+                                let replace = match &*first {
+                                    None => true,
+                                    Some((_, c)) => is_secondary(c) && !is_secondary(&cause),
+                                };
+                                if replace {
+                                    *first = Some((node, cause));
+                                }
+                                fabric.abort();
+                                None
+                            }
+                        }
+                    })
+                    .expect("cannot spawn a node thread")
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(None)).collect()
+    });
+    if let Some((node, cause)) = first_failure.into_inner().expect("poisoned") {
+        return Err(LaunchError::NodeFailed { node, cause });
+    }
+    Ok(results.into_iter().map(|r| r.expect("every node succeeded")).collect())
+}
+
+fn default_child_args() -> Vec<OsString> {
+    match std::thread::current().name() {
+        // libtest names each test's thread after the test.
+        Some(name) if name != "main" && !name.starts_with("dsm-") => {
+            vec![name.into(), "--exact".into(), "--nocapture".into(), "--test-threads=1".into()]
+        }
+        _ => std::env::args_os().skip(1).collect(),
+    }
+}
+
+fn layout_string(l: &Layout) -> String {
+    format!("{},{},{},{},{}", l.nodes, l.mailboxes, l.address_space_bytes, l.heap_bytes, l.trace_entries)
+}
+
+fn launch_processes(spec: &LaunchSpec, fabric: &Arc<Fabric>, run: usize) -> Result<Vec<Vec<u8>>, LaunchError> {
+    let nodes = fabric.layout().nodes;
+    let args = spec.child_args.clone().unwrap_or_else(default_child_args);
+    let fd = fabric.raw_fd();
+    let mut children = Vec::with_capacity(nodes);
+    for node in 0..nodes {
+        let env = vec![
+            (ENV_NODE.to_string(), node.to_string()),
+            (ENV_FD.to_string(), fd.to_string()),
+            (ENV_LAYOUT.to_string(), layout_string(fabric.layout())),
+            (ENV_RUN.to_string(), run.to_string()),
+        ];
+        match sys::spawn_node_process(&args, &env, &[fd]) {
+            Ok(child) => {
+                fabric.status(node).pid.store(child.id(), Ordering::Relaxed);
+                children.push(Some(child));
+            }
+            Err(source) => {
+                stop_all(fabric, &mut children);
+                return Err(LaunchError::Spawn { node, source });
+            }
+        }
+    }
+    let mut done = vec![false; nodes];
+    let mut failure: Option<(usize, String)> = None;
+    while done.iter().any(|d| !d) && failure.is_none() {
+        for node in 0..nodes {
+            if done[node] {
+                continue;
+            }
+            let Some(child) = children[node].as_mut() else { continue };
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    let state = fabric.status(node).state.load(Ordering::Acquire);
+                    if state == node_state::DONE && status.success() {
+                        done[node] = true;
+                        children[node] = None;
+                    } else {
+                        let cause = if state == node_state::FAILED {
+                            read_result(fabric, node).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+                        } else if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                            format!("killed by {}", sys::signal_name(sig))
+                        } else {
+                            format!("exited with status {} before reporting a result", status.code().unwrap_or(-1))
+                        };
+                        let secondary = is_secondary(&cause);
+                        if failure.as_ref().is_none_or(|(_, c)| is_secondary(c) && !secondary) {
+                            failure = Some((node, cause));
+                        }
+                        if !secondary {
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => failure = Some((node, format!("cannot wait for it: {e}"))),
+            }
+        }
+        if failure.is_none() && done.iter().any(|d| !d) {
+            wait_a_little();
+        }
+    }
+    if let Some((node, cause)) = failure {
+        stop_all(fabric, &mut children);
+        return Err(LaunchError::NodeFailed { node, cause });
+    }
+    (0..nodes).map(|node| read_result(fabric, node)).collect()
+}
+
+/// The launcher's polling interval: failures are reported well within a second.
+fn wait_a_little() {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(2) {
+        std::thread::yield_now();
+    }
+    std::thread::park_timeout(Duration::from_millis(3));
+}
+
+fn stop_all(fabric: &Fabric, children: &mut [Option<std::process::Child>]) {
+    fabric.abort();
+    for c in children.iter_mut().flatten() {
+        sys::kill_process(c.id());
+    }
+    for c in children.iter_mut().flatten() {
+        let _ = c.wait();
+    }
+}
+
+fn read_result(fabric: &Fabric, node: usize) -> Result<Vec<u8>, LaunchError> {
+    let len = fabric.status(node).result_len.load(Ordering::Acquire) as usize;
+    if len > RESULT_BYTES {
+        return Err(LaunchError::ResultTooLarge { node, len, max: RESULT_BYTES });
+    }
+    let mut out = vec![0u8; len];
+    // SAFETY: the result area is RESULT_BYTES long and the node finished writing len bytes
+    // before it stored result_len (Release) and exited.
+    unsafe { std::ptr::copy_nonoverlapping(fabric.result_area(node), out.as_mut_ptr(), len) };
+    Ok(out)
+}
+
+fn write_result(fabric: &Fabric, node: usize, bytes: &[u8]) -> Result<(), LaunchError> {
+    if bytes.len() > RESULT_BYTES {
+        return Err(LaunchError::ResultTooLarge { node, len: bytes.len(), max: RESULT_BYTES });
+    }
+    // SAFETY: the result area of this node is RESULT_BYTES long and written only by it.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), fabric.result_area(node), bytes.len()) };
+    fabric.status(node).result_len.store(bytes.len() as u64, Ordering::Release);
+    Ok(())
+}
+
+fn env_usize(name: &str) -> Result<usize, LaunchError> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| LaunchError::BadEnvironment(format!("{name} is missing or not a number")))
+}
+
+/// Runs this process's node and exits; never returns.
+fn run_as_node_process<F>(layout: Layout, node_main: &F) -> !
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    let outcome = (|| -> Result<(Arc<Fabric>, usize, NodeResult), LaunchError> {
+        let node = env_usize(ENV_NODE)?;
+        let fd = env_usize(ENV_FD)? as i32;
+        let expected = std::env::var(ENV_LAYOUT).unwrap_or_default();
+        if expected != layout_string(&layout) {
+            return Err(LaunchError::BadEnvironment(format!(
+                "the launcher's cluster is {expected}, this process configured {}; every node must run the same program with the same arguments",
+                layout_string(&layout)
+            )));
+        }
+        // SAFETY: the launcher passed this descriptor for us to own; nothing else uses it.
+        let fd = unsafe { sys::adopt_fd(fd) };
+        let fabric = Fabric::adopt(fd, layout)?;
+        fabric.status(node).state.store(node_state::RUNNING, Ordering::Release);
+        let ctx = NodeCtx { node, fabric: Arc::clone(&fabric) };
+        let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx))).unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+        Ok((fabric, node, result))
+    })();
+    match outcome {
+        Ok((fabric, node, Ok(bytes))) => match write_result(&fabric, node, &bytes) {
+            Ok(()) => {
+                fabric.status(node).state.store(node_state::DONE, Ordering::Release);
+                std::process::exit(0)
+            }
+            Err(e) => fail_node(&fabric, node, &e.to_string()),
+        },
+        Ok((fabric, node, Err(cause))) => fail_node(&fabric, node, &cause),
+        Err(e) => {
+            eprintln!("cashmere node process: {e}");
+            std::process::exit(102)
+        }
+    }
+}
+
+fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
+    let _ = write_result(fabric, node, cause.as_bytes());
+    fabric.status(node).state.store(node_state::FAILED, Ordering::Release);
+    fabric.abort();
+    std::process::exit(101)
+}

@@ -1,0 +1,819 @@
+//! A simulated remote-write network with Memory Channel semantics
+//! (`memory-channel-2.txt`, section "MEMORY CHANNEL Address Space Mapping" and the ordering
+//! rules).
+//!
+//! # Model
+//!
+//! A cluster shares one *fabric*: a memfd that every node process (or, in the in-process
+//! mode, every node thread group) maps once, unprotected, as its *wire view*. The fabric
+//! holds the receive memory of every node, and only this module ever reads or writes
+//! another node's part of it: a store through a [`Tx`] handle is copied into every receive
+//! mapping of the region, exactly as a Memory Channel adapter would DMA the packet there.
+//!
+//! The network address space (128 MiB for Memory Channel 2) is divided into receive pages
+//! of [`MC_PAGE_BYTES`]. A shared table gives, for each receive page, the set of nodes
+//! that have attached a receive mapping and whether the sender's own copy is looped back.
+//! A transmit to a page lands in every attached receiver.
+//!
+//! # Ordering
+//!
+//! * Rule 1 (single sender): a transmit is complete when [`Tx::write`] returns, so the
+//!   packets of one sending thread arrive everywhere in the order it sent them.
+//! * Rule 2 (multiple senders): a transmit with more than one receiver (a broadcast)
+//!   holds the hub lock and the link lock of every receiver while it copies, and a
+//!   point-to-point transmit holds its receiver's link lock. So every receiver sees all
+//!   broadcasts in one order, and no packet is torn by another.
+//! * An acknowledge request ([`Net::ack`]) returns once every packet this node sent
+//!   earlier has landed, which here is immediately; it is kept as an explicit operation so
+//!   that protocols say where they rely on it, and so the modeled clock can charge it.
+//!
+//! # Memory ordering
+//!
+//! Bytes copied by a transmit are visible to a receiver that observes, with Acquire, any
+//! word the same thread transmitted later with [`Tx::write_u64`] (a Release store).
+
+mod msg;
+pub mod profile;
+
+pub use msg::{Inbound, MsgError, MAX_MESSAGE_BYTES};
+pub use profile::{Features, Profile};
+
+use crate::sys::{self, Mapping, Prot};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest cluster: receive sets are bit masks in one word.
+pub const MAX_NODES: usize = 32;
+/// Granularity of receive mappings in the network address space (an Alpha page).
+pub const MC_PAGE_BYTES: u64 = 8192;
+/// Bytes of one message ring (one per ordered pair of nodes).
+pub const RING_BYTES: u64 = 64 * 1024;
+/// Bytes of one reply mailbox (one per processor and one for the service thread).
+pub const MAILBOX_BYTES: u64 = 24 * 1024;
+/// Bytes of a node's result area in the fabric.
+pub const RESULT_BYTES: usize = 4 * 1024 * 1024;
+const HEADER_BYTES: usize = 64 * 1024;
+const MAGIC: u64 = 0x4353_4d5f_4641_4231; // "CSM_FAB1"
+const LOOPBACK_BIT: u64 = 1 << 32;
+
+/// Per-node traffic counters, kept in the fabric so the launcher can read every node's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NetCounters {
+    /// Packets transmitted (a write is split into packets of the profile's packet size).
+    pub packets: u64,
+    /// Payload bytes transmitted, counted once per receiver.
+    pub bytes: u64,
+    /// Transmits that reached more than one receiver.
+    pub broadcasts: u64,
+    /// Explicit messages sent (requests, one-way messages and replies).
+    pub messages: u64,
+    /// Bytes of explicit messages, headers included.
+    pub message_bytes: u64,
+    /// Acknowledge requests.
+    pub acks: u64,
+}
+
+const COUNTER_WORDS: usize = 8;
+
+/// Errors of the network layer. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("a cluster needs at least one node; got 0")]
+    NoNodes,
+    #[error("{nodes} nodes requested; the network supports at most {MAX_NODES}")]
+    TooManyNodes { nodes: usize },
+    #[error("region [{offset:#x}, {end:#x}) lies outside the network address space of {space} bytes; use a smaller region or a profile with more address space")]
+    OutsideAddressSpace { offset: u64, end: u64, space: u64 },
+    #[error("the network address space of {space} bytes is full: {wanted} more bytes were requested with {left} left{hint}")]
+    AddressSpaceFull { space: u64, wanted: u64, left: u64, hint: String },
+    #[error("{0}")]
+    Message(#[from] MsgError),
+    #[error("cannot set up the fabric: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the inherited fabric does not match this program's configuration ({0}); run the same binary with the same arguments on every node")]
+    Mismatch(String),
+}
+
+/// How the fabric is laid out; identical in every process of a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub nodes: usize,
+    /// Reply mailboxes per node: one per processor plus one for the service thread.
+    pub mailboxes: usize,
+    pub address_space_bytes: u64,
+    pub heap_bytes: usize,
+    masks_off: usize,
+    pool_off: usize,
+    heaps_off: usize,
+    results_off: usize,
+    trace_off: usize,
+    /// Entries of the per-node arrival log (0: no log). Tests use it to check the
+    /// ordering rules on every packet a node received.
+    pub trace_entries: usize,
+    pub total_bytes: usize,
+    /// Logical offsets in the network address space of the messaging areas.
+    rings_base: u64,
+    heads_base: u64,
+    mailboxes_base: u64,
+    /// First byte of the address space available to [`Net::alloc_region`].
+    pub user_base: u64,
+}
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to) * to
+}
+
+impl Layout {
+    pub fn new(nodes: usize, procs: usize, address_space_bytes: u64, heap_bytes: usize) -> Result<Layout, NetError> {
+        if nodes == 0 {
+            return Err(NetError::NoNodes);
+        }
+        if nodes > MAX_NODES {
+            return Err(NetError::TooManyNodes { nodes });
+        }
+        let n = nodes as u64;
+        let mailboxes = procs + 1;
+        let rings_base = 0;
+        let heads_base = rings_base + n * n * RING_BYTES;
+        // Each node's heads (one word per peer, on its own cache line) fill whole receive pages.
+        let heads_per_node = round_up(n * 64, MC_PAGE_BYTES);
+        let mailboxes_base = heads_base + n * heads_per_node;
+        let mbox_per_node = round_up(mailboxes as u64 * MAILBOX_BYTES, MC_PAGE_BYTES);
+        let user_base = mailboxes_base + n * mbox_per_node;
+        if user_base > address_space_bytes {
+            return Err(NetError::AddressSpaceFull {
+                space: address_space_bytes,
+                wanted: user_base,
+                left: address_space_bytes,
+                hint: "; the message rings alone need that much for this many nodes".into(),
+            });
+        }
+        let masks_off = HEADER_BYTES;
+        let mask_entries = address_space_bytes.div_ceil(MC_PAGE_BYTES) as usize;
+        let pool_off = round_up((masks_off + mask_entries * 8) as u64, 1 << 21) as usize;
+        let heaps_off = pool_off + nodes * address_space_bytes as usize;
+        let heap_bytes = round_up(heap_bytes as u64, 1 << 21) as usize;
+        let results_off = heaps_off + nodes * heap_bytes;
+        let trace_off = results_off + nodes * RESULT_BYTES;
+        let total_bytes = trace_off;
+        Ok(Layout {
+            nodes,
+            mailboxes,
+            address_space_bytes,
+            heap_bytes,
+            masks_off,
+            pool_off,
+            heaps_off,
+            results_off,
+            trace_off,
+            trace_entries: 0,
+            total_bytes,
+            rings_base,
+            heads_base,
+            mailboxes_base,
+            user_base,
+        })
+    }
+
+    /// The same layout with an arrival log of `entries` packets per node.
+    pub fn with_trace(mut self, entries: usize) -> Layout {
+        self.trace_entries = entries;
+        self.total_bytes = self.trace_off + self.nodes * (entries + 8) * 8;
+        self
+    }
+
+    fn heads_per_node(&self) -> u64 {
+        round_up(self.nodes as u64 * 64, MC_PAGE_BYTES)
+    }
+
+    fn mbox_per_node(&self) -> u64 {
+        round_up(self.mailboxes as u64 * MAILBOX_BYTES, MC_PAGE_BYTES)
+    }
+}
+
+/// Fixed words at the start of the fabric.
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    nodes: AtomicU64,
+    address_space: AtomicU64,
+    heap_bytes: AtomicU64,
+    packet_bytes: AtomicU64,
+    /// Non-zero once any node failed: every wait in the runtime gives up.
+    abort: AtomicU32,
+    hub_lock: AtomicU32,
+    _pad0: [u64; 2],
+    link_lock: [Padded<AtomicU32>; MAX_NODES],
+    bell: [Padded<Doorbell>; MAX_NODES],
+    status: [Padded<NodeStatus>; MAX_NODES],
+    counters: [Padded<[AtomicU64; COUNTER_WORDS]>; MAX_NODES],
+}
+
+#[repr(C, align(64))]
+struct Padded<T>(T);
+
+/// A node's doorbell: the service thread parks on `word` when `parked` is set; a sender
+/// that sees `parked` bumps the word and wakes it. The doorbell stands for the adapter's
+/// receive interrupt, which is why a sender may look at the receiver's `parked` flag.
+#[repr(C)]
+pub(crate) struct Doorbell {
+    word: AtomicU32,
+    parked: AtomicU32,
+}
+
+/// What the launcher knows about a node.
+#[repr(C)]
+pub(crate) struct NodeStatus {
+    pub state: AtomicU32,
+    pub pid: AtomicU32,
+    pub result_len: AtomicU64,
+}
+
+/// Node states in [`NodeStatus::state`].
+pub(crate) mod node_state {
+    pub const STARTING: u32 = 0;
+    pub const RUNNING: u32 = 1;
+    pub const DONE: u32 = 2;
+    pub const FAILED: u32 = 3;
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
+
+/// The shared segment of one cluster, as mapped in this process.
+pub struct Fabric {
+    fd: OwnedFd,
+    wire: Mapping,
+    layout: Layout,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric").field("layout", &self.layout).finish()
+    }
+}
+
+impl Fabric {
+    /// Creates the fabric of a new cluster.
+    pub fn create(layout: Layout, profile: &Profile) -> Result<Arc<Fabric>, NetError> {
+        let fd = sys::memfd_create("cashmere-fabric", layout.total_bytes)?;
+        let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
+        let fabric = Fabric { fd, wire, layout };
+        let h = fabric.header();
+        h.nodes.store(layout.nodes as u64, Ordering::Relaxed);
+        h.address_space.store(layout.address_space_bytes, Ordering::Relaxed);
+        h.heap_bytes.store(layout.heap_bytes as u64, Ordering::Relaxed);
+        h.packet_bytes.store(profile.packet_bytes.max(1), Ordering::Relaxed);
+        // Every node receives its own messaging pages.
+        for node in 0..layout.nodes {
+            let bit = 1u64 << node;
+            for src in 0..layout.nodes {
+                let off = fabric.ring_off(node, src);
+                fabric.set_receivers(off, RING_BYTES, bit);
+            }
+            fabric.set_receivers(layout.heads_base + node as u64 * layout.heads_per_node(), layout.heads_per_node(), bit);
+            fabric.set_receivers(layout.mailboxes_base + node as u64 * layout.mbox_per_node(), layout.mbox_per_node(), bit);
+        }
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok(Arc::new(fabric))
+    }
+
+    /// Maps a fabric inherited from the launcher and checks it matches `layout`.
+    pub fn adopt(fd: OwnedFd, layout: Layout) -> Result<Arc<Fabric>, NetError> {
+        let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
+        let fabric = Fabric { fd, wire, layout };
+        let h = fabric.header();
+        if h.magic.load(Ordering::Acquire) != MAGIC {
+            return Err(NetError::Mismatch("no fabric header".into()));
+        }
+        let seen = (h.nodes.load(Ordering::Relaxed), h.address_space.load(Ordering::Relaxed), h.heap_bytes.load(Ordering::Relaxed));
+        let want = (layout.nodes as u64, layout.address_space_bytes, layout.heap_bytes as u64);
+        if seen != want {
+            return Err(NetError::Mismatch(format!(
+                "fabric has nodes/address space/heap {seen:?}, this process expects {want:?}"
+            )));
+        }
+        Ok(Arc::new(fabric))
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The descriptor node processes inherit.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The memfd itself, for mapping a node's heap.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the wire mapping is at least HEADER_BYTES long, page aligned, and Header
+        // consists of atomics, for which any bit pattern (zero at creation) is valid.
+        unsafe { &*(self.wire.as_ptr() as *const Header) }
+    }
+
+    fn mask(&self, page: u64) -> &AtomicU64 {
+        assert!(page < self.layout.address_space_bytes.div_ceil(MC_PAGE_BYTES));
+        // SAFETY: the mask table lies inside the wire mapping (see Layout::new) and
+        // entries are 8-byte aligned atomics.
+        unsafe { &*(self.wire.as_ptr().add(self.layout.masks_off + page as usize * 8) as *const AtomicU64) }
+    }
+
+    fn set_receivers(&self, offset: u64, len: u64, mask: u64) {
+        let first = offset / MC_PAGE_BYTES;
+        let last = (offset + len).div_ceil(MC_PAGE_BYTES);
+        for p in first..last {
+            self.mask(p).store(mask, Ordering::Release);
+        }
+    }
+
+    fn attach_receiver(&self, offset: u64, len: u64, node: usize, loopback: bool) {
+        let first = offset / MC_PAGE_BYTES;
+        let last = (offset + len).div_ceil(MC_PAGE_BYTES);
+        let bits = (1u64 << node) | if loopback { LOOPBACK_BIT } else { 0 };
+        for p in first..last {
+            self.mask(p).fetch_or(bits, Ordering::AcqRel);
+        }
+    }
+
+    fn detach_receiver(&self, offset: u64, len: u64, node: usize) {
+        let first = offset / MC_PAGE_BYTES;
+        let last = (offset + len).div_ceil(MC_PAGE_BYTES);
+        for p in first..last {
+            self.mask(p).fetch_and(!(1u64 << node), Ordering::AcqRel);
+        }
+    }
+
+    /// Address in this process of `node`'s receive memory for logical `offset` of the
+    /// pooled backing.
+    fn pool_ptr(&self, node: usize, offset: u64) -> *mut u8 {
+        debug_assert!(offset <= self.layout.address_space_bytes);
+        // SAFETY: the pool lies inside the wire mapping: nodes * address_space bytes from
+        // pool_off, and offset is within the address space.
+        unsafe { self.wire.as_ptr().add(self.layout.pool_off + node * self.layout.address_space_bytes as usize + offset as usize) }
+    }
+
+    /// Address in this process (wire view) of byte `offset` of `node`'s heap.
+    pub(crate) fn heap_ptr(&self, node: usize, offset: usize) -> *mut u8 {
+        assert!(node < self.layout.nodes && offset <= self.layout.heap_bytes);
+        // SAFETY: heaps lie inside the wire mapping, heap_bytes each from heaps_off.
+        unsafe { self.wire.as_ptr().add(self.layout.heaps_off + node * self.layout.heap_bytes + offset) }
+    }
+
+    /// Offset in the memfd of `node`'s heap, for mapping the application's view of it.
+    pub(crate) fn heap_file_offset(&self, node: usize) -> usize {
+        self.layout.heaps_off + node * self.layout.heap_bytes
+    }
+
+    fn ring_off(&self, dst: usize, src: usize) -> u64 {
+        self.layout.rings_base + (dst * self.layout.nodes + src) as u64 * RING_BYTES
+    }
+
+    fn head_off(&self, producer: usize, consumer: usize) -> u64 {
+        self.layout.heads_base + producer as u64 * self.layout.heads_per_node() + consumer as u64 * 64
+    }
+
+    fn mailbox_off(&self, node: usize, slot: usize) -> u64 {
+        self.layout.mailboxes_base + node as u64 * self.layout.mbox_per_node() + slot as u64 * MAILBOX_BYTES
+    }
+
+    pub(crate) fn bell(&self, node: usize) -> &Doorbell {
+        &self.header().bell[node].0
+    }
+
+    pub(crate) fn status(&self, node: usize) -> &NodeStatus {
+        &self.header().status[node].0
+    }
+
+    fn counter(&self, node: usize, which: usize) -> &AtomicU64 {
+        &self.header().counters[node].0[which]
+    }
+
+    /// The traffic counters of `node`.
+    pub fn counters(&self, node: usize) -> NetCounters {
+        let c = |i| self.counter(node, i).load(Ordering::Relaxed);
+        NetCounters { packets: c(0), bytes: c(1), broadcasts: c(2), messages: c(3), message_bytes: c(4), acks: c(5) }
+    }
+
+    fn count(&self, node: usize, which: usize, n: u64) {
+        self.counter(node, which).fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn packets_for(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.header().packet_bytes.load(Ordering::Relaxed)).max(1)
+    }
+
+    fn trace_word(&self, node: usize, i: usize) -> &AtomicU64 {
+        let base = self.layout.trace_off + node * (self.layout.trace_entries + 8) * 8;
+        // SAFETY: the trace area of each node is (trace_entries + 8) words inside the wire
+        // mapping (Layout::with_trace); i <= trace_entries.
+        unsafe { &*(self.wire.as_ptr().add(base + i * 8) as *const AtomicU64) }
+    }
+
+    /// Appends one arrival to `node`'s log. Called with `node`'s link lock held, so the log
+    /// order is the order in which packets landed in `node`'s memory.
+    fn trace_arrival(&self, node: usize, tag: u64) {
+        let n = self.layout.trace_entries;
+        let count = self.trace_word(node, 0).load(Ordering::Relaxed) as usize;
+        if count < n {
+            self.trace_word(node, count + 1).store(tag, Ordering::Relaxed);
+        }
+        self.trace_word(node, 0).store(count as u64 + 1, Ordering::Release);
+    }
+
+    /// The arrival log of `node`: the first word of every packet it received, in arrival
+    /// order (empty without a trace; panics if the log overflowed).
+    pub fn arrivals(&self, node: usize) -> Vec<u64> {
+        if self.layout.trace_entries == 0 {
+            return Vec::new();
+        }
+        let count = self.trace_word(node, 0).load(Ordering::Acquire) as usize;
+        assert!(count <= self.layout.trace_entries, "arrival log overflowed: {count} packets, room for {}", self.layout.trace_entries);
+        (0..count).map(|i| self.trace_word(node, i + 1).load(Ordering::Relaxed)).collect()
+    }
+
+    /// Marks the cluster as failed: every runtime wait returns an error from now on.
+    pub fn abort(&self) {
+        self.header().abort.store(1, Ordering::Release);
+        for node in 0..self.layout.nodes {
+            let bell = self.bell(node);
+            bell.word.fetch_add(1, Ordering::AcqRel);
+            sys::futex_wake(&bell.word, u32::MAX);
+        }
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.header().abort.load(Ordering::Acquire) != 0
+    }
+
+    /// The abort word, for waits that park on it.
+    pub(crate) fn abort_word(&self) -> &AtomicU32 {
+        &self.header().abort
+    }
+
+    /// The result area of `node` (written by the node, read by the launcher).
+    pub(crate) fn result_area(&self, node: usize) -> *mut u8 {
+        assert!(node < self.layout.nodes);
+        // SAFETY: result areas lie inside the wire mapping, RESULT_BYTES each.
+        unsafe { self.wire.as_ptr().add(self.layout.results_off + node * RESULT_BYTES) }
+    }
+
+    fn lock<'a>(&'a self, word: &'a AtomicU32) -> SpinGuard<'a> {
+        spin_lock(word, self);
+        SpinGuard { word }
+    }
+
+    fn hub_lock(&self) -> &AtomicU32 {
+        &self.header().hub_lock
+    }
+
+    fn link_lock(&self, node: usize) -> &AtomicU32 {
+        &self.header().link_lock[node].0
+    }
+}
+
+/// A lock word in the fabric: 0 free, 1 held, 2 held with waiters.
+fn spin_lock(word: &AtomicU32, fabric: &Fabric) {
+    for _ in 0..200 {
+        if word.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+    loop {
+        if word.swap(2, Ordering::Acquire) == 0 {
+            return;
+        }
+        if fabric.aborted() {
+            // The holder may be dead; nobody will ever release it. Callers unwind.
+            panic!("{}", crate::ABORT_MESSAGE);
+        }
+        sys::futex_wait(word, 2, Some(Duration::from_millis(50)));
+    }
+}
+
+struct SpinGuard<'a> {
+    word: &'a AtomicU32,
+}
+
+impl Drop for SpinGuard<'_> {
+    fn drop(&mut self) {
+        if self.word.swap(0, Ordering::Release) == 2 {
+            sys::futex_wake(self.word, 1);
+        }
+    }
+}
+
+/// Where the receive memory of a region lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Receive memory in the fabric's pool, one copy per receiver.
+    Pool,
+    /// Each receiver's own heap, at the same offset as the region's offset within the
+    /// heap's window (for master copies that diffs are remote-written into).
+    Heap { heap_offset: usize },
+}
+
+/// A range of the network address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub offset: u64,
+    pub len: u64,
+    pub backing: Backing,
+}
+
+impl Region {
+    fn backing_ptr(&self, fabric: &Fabric, node: usize, at: u64) -> *mut u8 {
+        match self.backing {
+            Backing::Pool => fabric.pool_ptr(node, self.offset + at),
+            Backing::Heap { heap_offset } => fabric.heap_ptr(node, heap_offset + at as usize),
+        }
+    }
+}
+
+/// One node's attachment to the network.
+pub struct Net {
+    fabric: Arc<Fabric>,
+    node: usize,
+    next_region: std::sync::Mutex<u64>,
+    msg: msg::Messenger,
+}
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Net").field("node", &self.node).finish()
+    }
+}
+
+impl Net {
+    pub fn new(fabric: Arc<Fabric>, node: usize) -> Net {
+        assert!(node < fabric.layout.nodes, "node {node} out of range");
+        let user_base = fabric.layout.user_base;
+        let msg = msg::Messenger::new(&fabric, node);
+        Net { fabric, node, next_region: std::sync::Mutex::new(user_base), msg }
+    }
+
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.fabric.layout.nodes
+    }
+
+    pub fn fabric(&self) -> &Arc<Fabric> {
+        &self.fabric
+    }
+
+    /// Bytes of network address space not yet allocated by this node's setup.
+    pub fn space_left(&self) -> u64 {
+        self.fabric.layout.address_space_bytes - *self.next_region.lock().expect("poisoned")
+    }
+
+    /// Allocates `len` bytes of network address space (rounded to receive pages). Every
+    /// node runs the same setup, so every node gets the same offsets in the same order.
+    pub fn alloc_region(&self, len: u64, backing: Backing, purpose: &str) -> Result<Region, NetError> {
+        let mut next = self.next_region.lock().expect("poisoned");
+        let len = round_up(len.max(1), MC_PAGE_BYTES);
+        let space = self.fabric.layout.address_space_bytes;
+        if *next + len > space {
+            return Err(NetError::AddressSpaceFull {
+                space,
+                wanted: len,
+                left: space - *next,
+                hint: format!(" (for {purpose})"),
+            });
+        }
+        let region = Region { offset: *next, len, backing };
+        *next += len;
+        Ok(region)
+    }
+
+    /// A region at a fixed offset, checked against the address space.
+    pub fn region_at(&self, offset: u64, len: u64, backing: Backing) -> Result<Region, NetError> {
+        let space = self.fabric.layout.address_space_bytes;
+        match offset.checked_add(len) {
+            Some(end) if end <= space => Ok(Region { offset, len, backing }),
+            _ => Err(NetError::OutsideAddressSpace { offset, end: offset.saturating_add(len), space }),
+        }
+    }
+
+    /// Attaches a receive mapping of `region[at, at + len)` on this node. With `loopback`,
+    /// this node's own transmits to that range are reflected into it too.
+    pub fn attach_rx(&self, region: &Region, at: u64, len: u64, loopback: bool) {
+        assert!(at + len <= region.len, "receive range outside the region");
+        self.fabric.attach_receiver(region.offset + at, len, self.node, loopback);
+    }
+
+    /// Removes this node's receive mapping of `region[at, at + len)`.
+    pub fn detach_rx(&self, region: &Region, at: u64, len: u64) {
+        assert!(at + len <= region.len, "receive range outside the region");
+        self.fabric.detach_receiver(region.offset + at, len, self.node);
+    }
+
+    /// A transmit handle on `region`.
+    pub fn tx(&self, region: Region) -> Tx<'_> {
+        Tx { net: self, region }
+    }
+
+    /// This node's receive memory for `region`.
+    pub fn rx(&self, region: Region) -> Rx<'_> {
+        Rx { net: self, region }
+    }
+
+    /// Acknowledge request: returns once every packet this node sent before has landed.
+    pub fn ack(&self) {
+        self.fabric.count(self.node, 5, 1);
+    }
+
+    /// Copies `data` to every receiver of the pages it covers (see the module doc for the
+    /// locks that give rules 1 and 2).
+    fn transmit(&self, region: &Region, at: u64, data: &[u8], last_word_release: Option<u64>) {
+        assert!(at + data.len() as u64 <= region.len, "transmit outside the region: {at} + {} > {}", data.len(), region.len);
+        let mut done = 0usize;
+        while done < data.len() || (data.is_empty() && done == 0) {
+            let off = region.offset + at + done as u64;
+            let page_end = (off / MC_PAGE_BYTES + 1) * MC_PAGE_BYTES;
+            let chunk = ((page_end - off) as usize).min(data.len() - done);
+            let entry = self.fabric.mask(off / MC_PAGE_BYTES).load(Ordering::Acquire);
+            let mut receivers = entry & 0xFFFF_FFFF;
+            if entry & LOOPBACK_BIT == 0 {
+                receivers &= !(1u64 << self.node);
+            }
+            let count = receivers.count_ones() as u64;
+            if count > 0 {
+                let bytes = &data[done..done + chunk];
+                let tag = bytes.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+                let deliver = |r: usize| {
+                    let dst = region.backing_ptr(&self.fabric, r, at + done as u64);
+                    // SAFETY: dst points into receiver r's backing for this range, inside the
+                    // wire mapping; the source is a distinct local buffer.
+                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, chunk) };
+                    if self.fabric.layout.trace_entries > 0 {
+                        self.fabric.trace_arrival(r, tag);
+                        // Tracing also perturbs the schedule between receivers, so that a
+                        // missing lock shows up as a reordering in the ordering tests.
+                        std::thread::yield_now();
+                    }
+                };
+                if count > 1 {
+                    let _hub = self.fabric.lock(self.fabric.hub_lock());
+                    let guards: Vec<_> = bits(receivers).map(|r| self.fabric.lock(self.fabric.link_lock(r))).collect();
+                    bits(receivers).for_each(deliver);
+                    drop(guards);
+                    self.fabric.count(self.node, 2, 1);
+                } else {
+                    let r = receivers.trailing_zeros() as usize;
+                    let _link = self.fabric.lock(self.fabric.link_lock(r));
+                    deliver(r);
+                }
+                self.fabric.count(self.node, 0, self.fabric.packets_for(chunk as u64));
+                self.fabric.count(self.node, 1, chunk as u64 * count);
+            }
+            done += chunk;
+            if data.is_empty() {
+                break;
+            }
+        }
+        let _ = last_word_release;
+    }
+
+    /// Sends a one-way message to `to` (back-pressure: waits while the ring is full).
+    pub fn send(&self, to: usize, kind: u16, from_slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+        self.msg.send(&self.fabric, to, kind, from_slot, token, payload, true).map(|_| ())
+    }
+
+    /// Like [`Net::send`] but returns `Ok(false)` instead of waiting when the ring is full.
+    pub fn try_send(&self, to: usize, kind: u16, from_slot: u16, token: u32, payload: &[u8]) -> Result<bool, MsgError> {
+        self.msg.send(&self.fabric, to, kind, from_slot, token, payload, false)
+    }
+
+    /// Hands every waiting inbound message to `f`; returns how many there were.
+    pub fn poll(&self, f: impl FnMut(Inbound<'_>)) -> usize {
+        self.msg.poll(&self.fabric, f)
+    }
+
+    /// Writes a reply into mailbox `slot` of node `to`, completing its request `token`.
+    pub fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+        self.msg.reply(&self.fabric, to, slot, token, payload)
+    }
+
+    /// Waits for the reply to request `token` in this node's mailbox `slot` and copies it
+    /// into `out`.
+    pub fn wait_reply(&self, slot: u16, token: u32, out: &mut Vec<u8>) -> Result<(), MsgError> {
+        self.msg.wait_reply(&self.fabric, slot, token, out)
+    }
+
+    /// Sends a request and waits for its reply. `slot` is the caller's mailbox; each
+    /// mailbox has at most one request outstanding.
+    pub fn request(&self, to: usize, kind: u16, slot: u16, payload: &[u8], out: &mut Vec<u8>) -> Result<(), MsgError> {
+        let token = self.msg.next_token(slot);
+        self.send(to, kind, slot, token, payload)?;
+        self.wait_reply(slot, token, out)
+    }
+
+    /// Parks the calling service thread until a message may have arrived or `timeout`
+    /// passed. Spins first for `spin` polls of the rings.
+    pub fn wait_for_messages(&self, spin: u32, timeout: Duration) {
+        self.msg.wait_for_messages(&self.fabric, spin, timeout)
+    }
+
+    /// Wakes this node's service thread (used to stop it).
+    pub fn ring_own_bell(&self) {
+        msg::ring_bell(&self.fabric, self.node, true);
+    }
+}
+
+fn bits(mask: u64) -> impl Iterator<Item = usize> {
+    (0..64usize).filter(move |i| mask & (1u64 << i) != 0)
+}
+
+/// A transmit mapping of a region.
+#[derive(Clone, Copy)]
+pub struct Tx<'a> {
+    net: &'a Net,
+    region: Region,
+}
+
+impl Tx<'_> {
+    /// Stores `data` at `at` in every receive mapping of the region.
+    pub fn write(&self, at: u64, data: &[u8]) {
+        self.net.transmit(&self.region, at, data, None);
+    }
+
+    /// Stores one 8-byte word. Readers that observe it with Acquire also observe every
+    /// earlier transmit of this thread.
+    pub fn write_u64(&self, at: u64, value: u64) {
+        assert!(at % 8 == 0, "unaligned word transmit");
+        std::sync::atomic::fence(Ordering::Release);
+        self.net.transmit(&self.region, at, &value.to_ne_bytes(), Some(value));
+    }
+
+    /// Stores one 4-byte word.
+    pub fn write_u32(&self, at: u64, value: u32) {
+        assert!(at % 4 == 0, "unaligned word transmit");
+        std::sync::atomic::fence(Ordering::Release);
+        self.net.transmit(&self.region, at, &value.to_ne_bytes(), None);
+    }
+
+    pub fn region(&self) -> Region {
+        self.region
+    }
+}
+
+/// This node's receive mapping of a region.
+#[derive(Clone, Copy)]
+pub struct Rx<'a> {
+    net: &'a Net,
+    region: Region,
+}
+
+impl Rx<'_> {
+    fn ptr(&self, at: u64) -> *mut u8 {
+        assert!(at < self.region.len, "receive read outside the region");
+        self.region.backing_ptr(&self.net.fabric, self.net.node, at)
+    }
+
+    /// Loads a word with Acquire ordering.
+    pub fn load_u64(&self, at: u64) -> u64 {
+        assert!(at % 8 == 0, "unaligned word load");
+        // SAFETY: ptr is 8-aligned (regions are page aligned) and inside this node's
+        // receive memory; remote writers store to it, so it is read atomically.
+        unsafe { (*(self.ptr(at) as *const AtomicU64)).load(Ordering::Acquire) }
+    }
+
+    /// Loads a 4-byte word with Acquire ordering.
+    pub fn load_u32(&self, at: u64) -> u32 {
+        assert!(at % 4 == 0, "unaligned word load");
+        // SAFETY: as in load_u64, for a 4-aligned word.
+        unsafe { (*(self.ptr(at) as *const AtomicU32)).load(Ordering::Acquire) }
+    }
+
+    /// The word at `at` as an atomic, for local read-modify-write and futex waits.
+    pub fn atomic_u32(&self, at: u64) -> &AtomicU32 {
+        assert!(at % 4 == 0, "unaligned word");
+        // SAFETY: as in load_u32; the reference lives no longer than the fabric mapping,
+        // which the Net (borrowed by self) keeps alive.
+        unsafe { &*(self.ptr(at) as *const AtomicU32) }
+    }
+
+    /// Copies bytes out of the receive memory.
+    pub fn read(&self, at: u64, out: &mut [u8]) {
+        assert!(at + out.len() as u64 <= self.region.len, "receive read outside the region");
+        std::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: the range lies in this node's receive memory; out is a distinct buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr(at), out.as_mut_ptr(), out.len()) };
+    }
+
+    /// Local store into this node's own receive memory (not transmitted).
+    pub fn store_local_u64(&self, at: u64, value: u64) {
+        assert!(at % 8 == 0, "unaligned word store");
+        // SAFETY: as in load_u64.
+        unsafe { (*(self.ptr(at) as *const AtomicU64)).store(value, Ordering::Release) }
+    }
+}
