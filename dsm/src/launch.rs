@@ -379,3 +379,33 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
     fabric.abort();
     std::process::exit(101)
 }
+
+/// Called from a fault handler that found an access the program may not make: records the
+/// message as this node's failure (so the launcher reports it) and ends the process.
+pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
+    let _ = write_result(fabric, node, msg.as_bytes());
+    fabric.status(node).state.store(node_state::FAILED, Ordering::Release);
+    fabric.abort();
+    sys::fatal(&format!("cashmere: node {node}: {msg}"))
+}
+
+/// Waits until every node of the cluster has reached this point (each has attached its
+/// receive regions). Fails if the cluster aborts meanwhile.
+pub(crate) fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
+    fabric.status(node).state.store(node_state::READY, Ordering::Release);
+    let nodes = fabric.layout().nodes;
+    let ready = || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
+    let mut spins = 0u32;
+    while !ready() {
+        if fabric.aborted() {
+            return Err(crate::net::MsgError::Aborted);
+        }
+        spins += 1;
+        if spins < 1000 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    Ok(())
+}

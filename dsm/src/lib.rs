@@ -4,9 +4,22 @@
 //! simulated Memory Channel network), [`launch`] (clusters of nodes as threads or
 //! processes).
 
+mod api;
+mod config;
+pub mod diff;
+mod directory;
+mod engine;
+mod fault;
 pub mod launch;
 pub mod net;
+pub mod stats;
+pub mod sync;
 pub mod sys;
+
+pub use api::{Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared};
+pub use config::{Config, DataStrategy, DsmError, FaultBackend, HomePolicy, MetadataStrategy, Protocol, SyncStrategy};
+pub use launch::ExecMode;
+pub use stats::{Breakdown, Counters};
 
 /// The message every runtime wait gives when another node of the cluster failed.
 pub const ABORT_MESSAGE: &str = "cluster aborted: another node failed (see the launcher's error for which and why)";

@@ -61,7 +61,9 @@ impl Spec {
 
     /// The true recombination fraction of each interval.
     pub fn true_thetas(&self) -> Vec<f64> {
-        (0..self.nloci() - 1).map(|i| TRUE_THETAS[i % TRUE_THETAS.len()]).collect()
+        (0..self.nloci() - 1)
+            .map(|i| TRUE_THETAS[i % TRUE_THETAS.len()])
+            .collect()
     }
 }
 
@@ -81,13 +83,27 @@ pub fn linkage_files(spec: &Spec) -> (String, String) {
     let nloci = spec.nloci();
     let disease = spec.disease_locus();
     let freqs: Vec<Vec<f64>> = (0..nloci)
-        .map(|l| if l == disease { DISEASE_FREQ.to_vec() } else { marker_freqs(&mut rng, spec.alleles) })
+        .map(|l| {
+            if l == disease {
+                DISEASE_FREQ.to_vec()
+            } else {
+                marker_freqs(&mut rng, spec.alleles)
+            }
+        })
         .collect();
 
     let mut data = String::new();
     let w = &mut data;
-    writeln!(w, "{nloci} 0 0 3 << NO. OF LOCI, RISK LOCUS, SEXLINKED (IF 1) PROGRAM").unwrap();
-    writeln!(w, "0 0.0 0.0 0 << MUT LOCUS, MUT MALE, MUT FEM, HAP FREQ (IF 1)").unwrap();
+    writeln!(
+        w,
+        "{nloci} 0 0 3 << NO. OF LOCI, RISK LOCUS, SEXLINKED (IF 1) PROGRAM"
+    )
+    .unwrap();
+    writeln!(
+        w,
+        "0 0.0 0.0 0 << MUT LOCUS, MUT MALE, MUT FEM, HAP FREQ (IF 1)"
+    )
+    .unwrap();
     let order: Vec<String> = (1..=nloci).map(|l| l.to_string()).collect();
     writeln!(w, "{} << CHROMOSOME ORDER", order.join(" ")).unwrap();
     for (l, f) in freqs.iter().enumerate() {
@@ -97,10 +113,24 @@ pub fn linkage_files(spec: &Spec) -> (String, String) {
             writeln!(w, "{} << GENE FREQUENCIES", list.join(" ")).unwrap();
             writeln!(w, "{} << NO. OF LIABILITY CLASSES", PENETRANCE.len()).unwrap();
             for (c, pens) in PENETRANCE.iter().enumerate() {
-                writeln!(w, "{:.4} {:.4} {:.4} << PENETRANCES, CLASS {}", pens[0], pens[1], pens[2], c + 1).unwrap();
+                writeln!(
+                    w,
+                    "{:.4} {:.4} {:.4} << PENETRANCES, CLASS {}",
+                    pens[0],
+                    pens[1],
+                    pens[2],
+                    c + 1
+                )
+                .unwrap();
             }
         } else {
-            writeln!(w, "3 {} << ALLELE NUMBERS, NO. OF ALLELES  Locus marker{}", spec.alleles, l + 1).unwrap();
+            writeln!(
+                w,
+                "3 {} << ALLELE NUMBERS, NO. OF ALLELES  Locus marker{}",
+                spec.alleles,
+                l + 1
+            )
+            .unwrap();
             writeln!(w, "{} << GENE FREQUENCIES", list.join(" ")).unwrap();
         }
     }
@@ -125,7 +155,10 @@ pub fn linkage_files(spec: &Spec) -> (String, String) {
 fn marker_freqs(rng: &mut SplitMix64, n: usize) -> Vec<f64> {
     let raw: Vec<f64> = (0..n).map(|_| 0.5 + rng.next_f64()).collect();
     let total: f64 = raw.iter().sum();
-    let mut micro: Vec<i64> = raw.iter().map(|x| (x / total * 1e6).round() as i64).collect();
+    let mut micro: Vec<i64> = raw
+        .iter()
+        .map(|x| (x / total * 1e6).round() as i64)
+        .collect();
     let rest: i64 = micro[..n - 1].iter().sum();
     micro[n - 1] = 1_000_000 - rest;
     micro.iter().map(|&m| m as f64 / 1e6).collect()
@@ -146,7 +179,13 @@ fn draw(rng: &mut SplitMix64, probs: &[f64]) -> usize {
 fn founder(rng: &mut SplitMix64, id: usize, sex: u8, freqs: &[Vec<f64>]) -> Individual {
     let mut hap = || freqs.iter().map(|f| draw(rng, f) + 1).collect::<Vec<_>>();
     let haps = [hap(), hap()];
-    Individual { id, father: 0, mother: 0, sex, haps }
+    Individual {
+        id,
+        father: 0,
+        mother: 0,
+        sex,
+        haps,
+    }
 }
 
 fn gamete(rng: &mut SplitMix64, parent: &Individual, thetas: &[f64]) -> Vec<usize> {
@@ -161,14 +200,32 @@ fn gamete(rng: &mut SplitMix64, parent: &Individual, thetas: &[f64]) -> Vec<usiz
     out
 }
 
-fn child(rng: &mut SplitMix64, id: usize, sex: u8, pa: &Individual, ma: &Individual, thetas: &[f64]) -> Individual {
+fn child(
+    rng: &mut SplitMix64,
+    id: usize,
+    sex: u8,
+    pa: &Individual,
+    ma: &Individual,
+    thetas: &[f64],
+) -> Individual {
     let haps = [gamete(rng, pa, thetas), gamete(rng, ma, thetas)];
-    Individual { id, father: pa.id, mother: ma.id, sex, haps }
+    Individual {
+        id,
+        father: pa.id,
+        mother: ma.id,
+        sex,
+        haps,
+    }
 }
 
-fn simulate_pedigree(spec: &Spec, freqs: &[Vec<f64>], thetas: &[f64], rng: &mut SplitMix64) -> Vec<Individual> {
+fn simulate_pedigree(
+    spec: &Spec,
+    freqs: &[Vec<f64>],
+    thetas: &[f64],
+    rng: &mut SplitMix64,
+) -> Vec<Individual> {
     let mut people = vec![founder(rng, 1, 1, freqs), founder(rng, 2, 2, freqs)];
-    let sex_of = |k: usize| if k % 2 == 0 { 1 } else { 2 };
+    let sex_of = |k: usize| 1 + (k % 2) as u8;
     for k in 0..spec.sibship {
         let c = child(rng, 3 + k, sex_of(k), &people[0], &people[1], thetas);
         people.push(c);
@@ -179,29 +236,56 @@ fn simulate_pedigree(spec: &Spec, freqs: &[Vec<f64>], thetas: &[f64], rng: &mut 
         let spouse = founder(rng, people.len() + 1, spouse_sex, freqs);
         people.push(spouse);
         let sp = people.len() - 1;
-        let (pa, ma) = if people[own].sex == 1 { (own, sp) } else { (sp, own) };
+        let (pa, ma) = if people[own].sex == 1 {
+            (own, sp)
+        } else {
+            (sp, own)
+        };
         for j in 0..spec.sibship {
-            let c = child(rng, people.len() + 1, sex_of(j), &people[pa], &people[ma], thetas);
+            let c = child(
+                rng,
+                people.len() + 1,
+                sex_of(j),
+                &people[pa],
+                &people[ma],
+                thetas,
+            );
             people.push(c);
         }
     }
     people
 }
 
-fn write_pedigree(out: &mut String, ped: usize, people: &[Individual], spec: &Spec, rng: &mut SplitMix64) {
+fn write_pedigree(
+    out: &mut String,
+    ped: usize,
+    people: &[Individual],
+    spec: &Spec,
+    rng: &mut SplitMix64,
+) {
     let disease = spec.disease_locus();
     let children_of = |id: usize, male: bool| -> Vec<usize> {
-        people.iter().filter(|c| if male { c.father == id } else { c.mother == id }).map(|c| c.id).collect()
+        people
+            .iter()
+            .filter(|c| if male { c.father == id } else { c.mother == id })
+            .map(|c| c.id)
+            .collect()
     };
     let next_in = |list: Vec<usize>, id: usize| -> usize {
-        list.iter().position(|&c| c == id).and_then(|i| list.get(i + 1).copied()).unwrap_or(0)
+        list.iter()
+            .position(|&c| c == id)
+            .and_then(|i| list.get(i + 1).copied())
+            .unwrap_or(0)
     };
     for p in people {
         let first = children_of(p.id, p.sex == 1).first().copied().unwrap_or(0);
         let (next_pa, next_ma) = if p.father == 0 {
             (0, 0)
         } else {
-            (next_in(children_of(p.father, true), p.id), next_in(children_of(p.mother, false), p.id))
+            (
+                next_in(children_of(p.father, true), p.id),
+                next_in(children_of(p.mother, false), p.id),
+            )
         };
         let proband = u8::from(p.id == 1);
         write!(
@@ -243,12 +327,21 @@ mod tests {
 
     #[test]
     fn generated_files_parse_and_have_the_documented_shape() {
-        let spec = Spec { pedigrees: 3, sibship: 4, alleles: 5, markers: 3, seed: 7 };
+        let spec = Spec {
+            pedigrees: 3,
+            sibship: 4,
+            alleles: 5,
+            markers: 3,
+            seed: 7,
+        };
         let (data, ped) = linkage_files(&spec);
         let d = parse_datafile(Path::new("gen.dat"), &data).unwrap();
         assert_eq!(d.loci.len(), 4);
         assert_eq!(spec.disease_locus(), 2);
-        assert!(matches!(d.loci[2].kind, crate::linkage::LocusKind::Affection { .. }));
+        assert!(matches!(
+            d.loci[2].kind,
+            crate::linkage::LocusKind::Affection { .. }
+        ));
         assert_eq!(d.thetas, vec![0.25; 3]);
         let p = parse_pedfile(Path::new("gen.ped"), &ped, &d).unwrap();
         assert_eq!(p.pedigrees.len(), 3);

@@ -9,7 +9,8 @@
 //! (the originals' `read` would wander onto the next line), so that an error can name the
 //! line at fault.
 //!
-//! Supported: autosomal data without mutation or linkage disequilibrium, loci of type
+//! Supported: at least two loci (ILINK needs an interval to estimate), autosomal data
+//! without mutation or linkage disequilibrium, loci of type
 //! 1 (affection status, with liability classes) and 3 (numbered alleles), no sex
 //! difference in recombination and no interference, program code 3 (ILINK), estimation
 //! of recombination fractions only (iterated locus 0). Everything else is rejected with a
@@ -113,7 +114,11 @@ impl<'a> Lines<'a> {
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| (i + 1, l))
             .collect();
-        Lines { path, lines, next: 0 }
+        Lines {
+            path,
+            lines,
+            next: 0,
+        }
     }
 
     /// The next non-blank line; `what` says what was expected, for the message at the end
@@ -122,11 +127,20 @@ impl<'a> Lines<'a> {
         match self.lines.get(self.next) {
             Some(&(number, text)) => {
                 self.next += 1;
-                Ok(Record { path: self.path, number, fields: text.split_whitespace().collect(), used: 0 })
+                Ok(Record {
+                    path: self.path,
+                    number,
+                    fields: text.split_whitespace().collect(),
+                    used: 0,
+                })
             }
             None => {
                 let last = self.lines.last().map_or(1, |&(n, _)| n + 1);
-                Err(malformed(self.path, last, format!("the file ends where {what} was expected")))
+                Err(malformed(
+                    self.path,
+                    last,
+                    format!("the file ends where {what} was expected"),
+                ))
             }
         }
     }
@@ -147,7 +161,11 @@ impl<'a> Record<'a> {
 
     fn field(&mut self, what: &str) -> Result<&'a str, AppError> {
         let f = self.fields.get(self.used).copied().ok_or_else(|| {
-            self.err(format!("expected {what} as field {} but the line has only {} fields", self.used + 1, self.used))
+            self.err(format!(
+                "expected {what} as field {} but the line has only {} fields",
+                self.used + 1,
+                self.used
+            ))
         })?;
         self.used += 1;
         Ok(f)
@@ -155,7 +173,8 @@ impl<'a> Record<'a> {
 
     fn int(&mut self, what: &str) -> Result<i64, AppError> {
         let f = self.field(what)?;
-        f.parse::<i64>().map_err(|_| self.err(format!("expected {what} (an integer) but found `{f}`")))
+        f.parse::<i64>()
+            .map_err(|_| self.err(format!("expected {what} (an integer) but found `{f}`")))
     }
 
     fn real(&mut self, what: &str) -> Result<f64, AppError> {
@@ -176,11 +195,18 @@ impl<'a> Record<'a> {
 }
 
 fn malformed(path: &Path, line: usize, why: String) -> AppError {
-    AppError::Malformed { path: path.to_path_buf(), line, why }
+    AppError::Malformed {
+        path: path.to_path_buf(),
+        line,
+        why,
+    }
 }
 
 fn read_text(path: &Path) -> Result<String, AppError> {
-    std::fs::read_to_string(path).map_err(|source| AppError::Io { path: path.to_path_buf(), source })
+    std::fs::read_to_string(path).map_err(|source| AppError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Reads and parses a DATAFILE.
@@ -198,7 +224,7 @@ pub fn parse_datafile(path: &Path, text: &str) -> Result<DataFile, AppError> {
     let mut lines = Lines::new(path, text);
 
     let mut r = lines.take("the line with the number of loci")?;
-    let nloci = r.int_in("the number of loci", 1, 16)? as usize;
+    let nloci = r.int_in("the number of loci", 2, 16)? as usize;
     let risk_locus = r.int_in("the risk locus", 0, nloci as i64)? as usize;
     if r.int("the sex-linked flag")? != 0 {
         return Err(r.err("sex-linked data are not supported (the third number must be 0)".into()));
@@ -212,7 +238,9 @@ pub fn parse_datafile(path: &Path, text: &str) -> Result<DataFile, AppError> {
 
     let mut r = lines.take("the line with the mutation and disequilibrium settings")?;
     if r.int("the mutation locus")? != 0 {
-        return Err(r.err("mutation models are not supported (the mutation locus must be 0)".into()));
+        return Err(
+            r.err("mutation models are not supported (the mutation locus must be 0)".into())
+        );
     }
     r.real("the male mutation rate")?;
     r.real("the female mutation rate")?;
@@ -223,9 +251,16 @@ pub fn parse_datafile(path: &Path, text: &str) -> Result<DataFile, AppError> {
     let mut r = lines.take("the chromosome order of the loci")?;
     let mut order = Vec::with_capacity(nloci);
     for position in 1..=nloci {
-        let locus = r.int_in(&format!("the locus at chromosome position {position}"), 1, nloci as i64)? as usize;
+        let locus = r.int_in(
+            &format!("the locus at chromosome position {position}"),
+            1,
+            nloci as i64,
+        )? as usize;
         if let Some(p) = order.iter().position(|&l| l == locus - 1) {
-            return Err(r.err(format!("locus {locus} is repeated in positions {} and {position} of the order", p + 1)));
+            return Err(r.err(format!(
+                "locus {locus} is repeated in positions {} and {position} of the order",
+                p + 1
+            )));
         }
         order.push(locus - 1);
     }
@@ -235,13 +270,18 @@ pub fn parse_datafile(path: &Path, text: &str) -> Result<DataFile, AppError> {
         loci.push(parse_locus(&mut lines, number)?);
         if number == risk_locus {
             let n = loci[number - 1].nalleles() as i64;
-            lines.take("the risk allele")?.int_in("the risk allele", 1, n)?;
+            lines
+                .take("the risk allele")?
+                .int_in("the risk allele", 1, n)?;
         }
     }
 
     let mut r = lines.take("the sex difference and interference line")?;
     if r.int("the sex difference flag")? != 0 {
-        return Err(r.err("sex-specific recombination is not supported (the sex difference flag must be 0)".into()));
+        return Err(r.err(
+            "sex-specific recombination is not supported (the sex difference flag must be 0)"
+                .into(),
+        ));
     }
     if r.int("the interference flag")? != 0 {
         return Err(r.err("interference is not supported (the interference flag must be 0)".into()));
@@ -252,7 +292,9 @@ pub fn parse_datafile(path: &Path, text: &str) -> Result<DataFile, AppError> {
     for i in 1..nloci {
         let t = r.real(&format!("recombination value {i}"))?;
         if !(0.0..=0.5).contains(&t) {
-            return Err(r.err(format!("recombination value {i} is {t}; it must be between 0 and 0.5")));
+            return Err(r.err(format!(
+                "recombination value {i} is {t}; it must be between 0 and 0.5"
+            )));
         }
         thetas.push(t);
     }
@@ -275,7 +317,12 @@ pub fn parse_datafile(path: &Path, text: &str) -> Result<DataFile, AppError> {
         )));
     }
 
-    Ok(DataFile { loci, order, thetas, iterate })
+    Ok(DataFile {
+        loci,
+        order,
+        thetas,
+        iterate,
+    })
 }
 
 fn parse_locus(lines: &mut Lines<'_>, number: usize) -> Result<Locus, AppError> {
@@ -284,9 +331,21 @@ fn parse_locus(lines: &mut Lines<'_>, number: usize) -> Result<Locus, AppError> 
     let nalleles = r.int_in(&format!("the number of alleles of locus {number}"), 1, 64)? as usize;
     match kind {
         1 | 3 => {}
-        0 => return Err(r.err(format!("locus {number} is quantitative (type 0), which is not supported"))),
-        2 => return Err(r.err(format!("locus {number} uses binary factors (type 2), which are not supported"))),
-        t => return Err(r.err(format!("locus {number} has type {t}; LINKAGE locus types are 0 to 3"))),
+        0 => {
+            return Err(r.err(format!(
+                "locus {number} is quantitative (type 0), which is not supported"
+            )))
+        }
+        2 => {
+            return Err(r.err(format!(
+                "locus {number} uses binary factors (type 2), which are not supported"
+            )))
+        }
+        t => {
+            return Err(r.err(format!(
+                "locus {number} has type {t}; LINKAGE locus types are 0 to 3"
+            )))
+        }
     }
 
     let mut r = lines.take(&format!("the gene frequencies of locus {number}"))?;
@@ -294,19 +353,28 @@ fn parse_locus(lines: &mut Lines<'_>, number: usize) -> Result<Locus, AppError> 
     for a in 1..=nalleles {
         let f = r.real(&format!("the frequency of allele {a}"))?;
         if !(f > 0.0 && f <= 1.0) {
-            return Err(r.err(format!("the frequency of allele {a} is {f}; it must be above 0 and at most 1")));
+            return Err(r.err(format!(
+                "the frequency of allele {a} is {f}; it must be above 0 and at most 1"
+            )));
         }
         freqs.push(f);
     }
     let sum: f64 = freqs.iter().sum();
     if (sum - 1.0).abs() > 1e-4 {
-        return Err(r.err(format!("the gene frequencies of locus {number} sum to {sum}, not 1")));
+        return Err(r.err(format!(
+            "the gene frequencies of locus {number} sum to {sum}, not 1"
+        )));
     }
 
     if kind == 3 {
-        return Ok(Locus { kind: LocusKind::Numbered, freqs });
+        return Ok(Locus {
+            kind: LocusKind::Numbered,
+            freqs,
+        });
     }
-    let mut r = lines.take(&format!("the number of liability classes of locus {number}"))?;
+    let mut r = lines.take(&format!(
+        "the number of liability classes of locus {number}"
+    ))?;
     let nclass = r.int_in("the number of liability classes", 1, 100)? as usize;
     let ngeno = nalleles * (nalleles + 1) / 2;
     let mut penetrances = Vec::with_capacity(nclass);
@@ -316,13 +384,18 @@ fn parse_locus(lines: &mut Lines<'_>, number: usize) -> Result<Locus, AppError> 
         for g in 1..=ngeno {
             let p = r.real(&format!("penetrance {g} of liability class {class}"))?;
             if !(0.0..=1.0).contains(&p) {
-                return Err(r.err(format!("penetrance {g} of liability class {class} is {p}; it must be in [0, 1]")));
+                return Err(r.err(format!(
+                    "penetrance {g} of liability class {class} is {p}; it must be in [0, 1]"
+                )));
             }
             pens.push(p);
         }
         penetrances.push(pens);
     }
-    Ok(Locus { kind: LocusKind::Affection { penetrances }, freqs })
+    Ok(Locus {
+        kind: LocusKind::Affection { penetrances },
+        freqs,
+    })
 }
 
 /// Parses the text of a PEDFILE (MAKEPED output: pedigree, individual, father, mother,
@@ -347,7 +420,9 @@ pub fn parse_pedfile(path: &Path, text: &str, data: &DataFile) -> Result<PedFile
         let next_maternal_sib = r.int_in("the next maternal sib id", 0, i64::MAX)?;
         let sex = r.int("the sex")?;
         if sex != 1 && sex != 2 {
-            return Err(r.err(format!("the sex code is {sex}; it must be 1 (male) or 2 (female)")));
+            return Err(r.err(format!(
+                "the sex code is {sex}; it must be 1 (male) or 2 (female)"
+            )));
         }
         let proband = r.int_in("the proband field", 0, i64::MAX)?;
         if proband > 1 {
@@ -374,7 +449,11 @@ pub fn parse_pedfile(path: &Path, text: &str, data: &DataFile) -> Result<PedFile
         });
     }
     if persons.is_empty() {
-        return Err(malformed(path, 1, "the pedigree file holds no records".into()));
+        return Err(malformed(
+            path,
+            1,
+            "the pedigree file holds no records".into(),
+        ));
     }
 
     let mut pedigrees = Vec::new();
@@ -400,7 +479,11 @@ pub fn parse_pedfile(path: &Path, text: &str, data: &DataFile) -> Result<PedFile
     Ok(PedFile { persons, pedigrees })
 }
 
-fn parse_phenotype(r: &mut Record<'_>, number: usize, locus: &Locus) -> Result<Phenotype, AppError> {
+fn parse_phenotype(
+    r: &mut Record<'_>,
+    number: usize,
+    locus: &Locus,
+) -> Result<Phenotype, AppError> {
     match &locus.kind {
         LocusKind::Numbered => {
             let n = locus.nalleles() as i64;
@@ -418,7 +501,11 @@ fn parse_phenotype(r: &mut Record<'_>, number: usize, locus: &Locus) -> Result<P
             let class = if penetrances.len() == 1 {
                 1
             } else {
-                r.int_in(&format!("the liability class at locus {number}"), 1, penetrances.len() as i64)? as u32
+                r.int_in(
+                    &format!("the liability class at locus {number}"),
+                    1,
+                    penetrances.len() as i64,
+                )? as u32
             };
             Ok(Phenotype::Affection { status, class })
         }
@@ -429,27 +516,44 @@ fn check_pedigree(path: &Path, people: &[Person]) -> Result<(), AppError> {
     let find = |id: i64| people.iter().find(|p| p.id == id);
     for (i, p) in people.iter().enumerate() {
         if let Some(q) = people[..i].iter().find(|q| q.id == p.id) {
-            return Err(malformed(path, p.line, format!(
-                "individual {} of pedigree {} is listed twice (also on line {})",
-                p.id, p.ped, q.line
-            )));
+            return Err(malformed(
+                path,
+                p.line,
+                format!(
+                    "individual {} of pedigree {} is listed twice (also on line {})",
+                    p.id, p.ped, q.line
+                ),
+            ));
         }
     }
     for p in people {
         let bad = |why: String| Err(malformed(path, p.line, why));
         if (p.father == 0) != (p.mother == 0) {
-            return bad(format!("individual {} has one parent given and the other 0; give both or neither", p.id));
+            return bad(format!(
+                "individual {} has one parent given and the other 0; give both or neither",
+                p.id
+            ));
         }
         for (what, id, sex) in [("father", p.father, 1u8), ("mother", p.mother, 2u8)] {
             if id == 0 {
                 continue;
             }
             match find(id) {
-                None => return bad(format!("{what} {id} of individual {} is not in pedigree {}", p.id, p.ped)),
-                Some(q) if q.sex != sex => {
-                    return bad(format!("{what} {id} of individual {} has sex code {}", p.id, q.sex))
+                None => {
+                    return bad(format!(
+                        "{what} {id} of individual {} is not in pedigree {}",
+                        p.id, p.ped
+                    ))
                 }
-                Some(_) if id == p.id => return bad(format!("individual {} is its own {what}", p.id)),
+                Some(q) if q.sex != sex => {
+                    return bad(format!(
+                        "{what} {id} of individual {} has sex code {}",
+                        p.id, q.sex
+                    ))
+                }
+                Some(_) if id == p.id => {
+                    return bad(format!("individual {} is its own {what}", p.id))
+                }
                 Some(_) => {}
             }
         }
@@ -459,7 +563,10 @@ fn check_pedigree(path: &Path, people: &[Person]) -> Result<(), AppError> {
             ("next maternal sib", p.next_maternal_sib),
         ] {
             if id != 0 && find(id).is_none() {
-                return bad(format!("{what} {id} of individual {} is not in pedigree {}", p.id, p.ped));
+                return bad(format!(
+                    "{what} {id} of individual {} is not in pedigree {}",
+                    p.id, p.ped
+                ));
             }
         }
     }
@@ -470,14 +577,32 @@ fn check_pedigree(path: &Path, people: &[Person]) -> Result<(), AppError> {
         let mut next = p.first_offspring;
         while next != 0 {
             if chain.contains(&next) || chain.len() > people.len() {
-                return Err(malformed(path, p.line, format!("the offspring chain of individual {} loops", p.id)));
+                return Err(malformed(
+                    path,
+                    p.line,
+                    format!("the offspring chain of individual {} loops", p.id),
+                ));
             }
             chain.push(next);
             let c = find(next).expect("pointers were checked above");
-            next = if p.sex == 1 { c.next_paternal_sib } else { c.next_maternal_sib };
+            next = if p.sex == 1 {
+                c.next_paternal_sib
+            } else {
+                c.next_maternal_sib
+            };
         }
-        let parent_of = |c: &Person| if p.sex == 1 { c.father == p.id } else { c.mother == p.id };
-        let mut named: Vec<i64> = people.iter().filter(|c| parent_of(c)).map(|c| c.id).collect();
+        let parent_of = |c: &Person| {
+            if p.sex == 1 {
+                c.father == p.id
+            } else {
+                c.mother == p.id
+            }
+        };
+        let mut named: Vec<i64> = people
+            .iter()
+            .filter(|c| parent_of(c))
+            .map(|c| c.id)
+            .collect();
         chain.sort_unstable();
         named.sort_unstable();
         if chain != named {
@@ -549,7 +674,9 @@ mod tests {
         assert_eq!(d.order, vec![0, 1]);
         assert_eq!(
             d.loci[0].kind,
-            LocusKind::Affection { penetrances: vec![vec![0.0, 0.9, 0.9], vec![0.0, 0.5, 0.5]] }
+            LocusKind::Affection {
+                penetrances: vec![vec![0.0, 0.9, 0.9], vec![0.0, 0.5, 0.5]]
+            }
         );
         assert_eq!(d.loci[1].freqs, vec![0.5, 0.25, 0.25]);
         assert_eq!(d.thetas, vec![0.1]);
@@ -569,7 +696,14 @@ mod tests {
         // Individual 1 of pedigree 1: marker 1 3, affected in class 3, marker 1 2.
         assert_eq!(
             peds.persons[0].phenotypes,
-            vec![Phenotype::Alleles(1, 3), Phenotype::Affection { status: 2, class: 3 }, Phenotype::Alleles(1, 2)]
+            vec![
+                Phenotype::Alleles(1, 3),
+                Phenotype::Affection {
+                    status: 2,
+                    class: 3
+                },
+                Phenotype::Alleles(1, 2)
+            ]
         );
     }
 
@@ -578,6 +712,8 @@ mod tests {
         let cases: &[(&str, &str, usize, &str)] = &[
             ("2 0 0 3", "2 0 0 5", 1, "program code 5"),
             ("2 0 0 3", "2 0 1 3", 1, "sex-linked"),
+            ("2 0 0 3", "1 0 0 3", 1, "between 2 and 16"),
+            ("1 2 << AFF", "0 2 << AFF", 4, "quantitative"),
             ("1 2\n1 2 <<", "1 1\n1 2 <<", 3, "repeated"),
             ("0.99 0.01", "0.99 0.02", 5, "sum to"),
             ("0.99 0.01", "0.99 x", 5, "found `x`"),
@@ -605,25 +741,76 @@ mod tests {
     fn reads_a_well_formed_pedfile() {
         let data = parse_datafile(p(), DATA).unwrap();
         let peds = parse_pedfile(Path::new("x.ped"), PED, &data).unwrap();
-        assert_eq!(peds.persons[1].phenotypes, vec![
-            Phenotype::Affection { status: 1, class: 2 },
-            Phenotype::Alleles(0, 0)
-        ]);
+        assert_eq!(
+            peds.persons[1].phenotypes,
+            vec![
+                Phenotype::Affection {
+                    status: 1,
+                    class: 2
+                },
+                Phenotype::Alleles(0, 0)
+            ]
+        );
         assert_eq!(peds.persons[2].phenotypes[1], Phenotype::Alleles(1, 3));
     }
 
     #[test]
     fn malformed_pedfiles_name_the_line() {
         let cases: &[(&str, &str, usize, &str)] = &[
-            ("1 2 0 0 3 0 0 2 0 1 2 0 0", "1 2 0 0 3 0 0 3 0 1 2 0 0", 2, "sex code is 3"),
-            ("1 2 0 0 3 0 0 2 0 1 2 0 0", "1 2 0 0 3 0 0 2 0 1 3 0 0", 2, "liability class"),
-            ("1 2 0 0 3 0 0 2 0 1 2 0 0", "1 2 0 0 3 0 0 2 0 1 2 0 4", 2, "second allele"),
-            ("1 2 0 0 3 0 0 2 0 1 2 0 0", "1 2 0 0 3 0 0 2 0 1 2 1 0", 2, "one allele 0"),
-            ("1 2 0 0 3 0 0 2 0 1 2 0 0", "1 2 0 0 3 0 0 2 0 1 2 0", 2, "only 12 fields"),
-            ("1 3 1 2 0 0 0 2 0 2 1 1 3", "1 3 1 5 0 0 0 2 0 2 1 1 3", 3, "mother 5"),
-            ("1 3 1 2 0 0 0 2 0 2 1 1 3", "1 3 2 1 0 0 0 2 0 2 1 1 3", 3, "sex code"),
-            ("1 3 1 2 0 0 0 2 0 2 1 1 3", "1 1 1 2 0 0 0 2 0 2 1 1 3", 3, "listed twice"),
-            ("1 3 1 2 0 0 0 2 0 2 1 1 3", "1 3 1 0 0 0 0 2 0 2 1 1 3", 3, "one parent"),
+            (
+                "1 2 0 0 3 0 0 2 0 1 2 0 0",
+                "1 2 0 0 3 0 0 3 0 1 2 0 0",
+                2,
+                "sex code is 3",
+            ),
+            (
+                "1 2 0 0 3 0 0 2 0 1 2 0 0",
+                "1 2 0 0 3 0 0 2 0 1 3 0 0",
+                2,
+                "liability class",
+            ),
+            (
+                "1 2 0 0 3 0 0 2 0 1 2 0 0",
+                "1 2 0 0 3 0 0 2 0 1 2 0 4",
+                2,
+                "second allele",
+            ),
+            (
+                "1 2 0 0 3 0 0 2 0 1 2 0 0",
+                "1 2 0 0 3 0 0 2 0 1 2 1 0",
+                2,
+                "one allele 0",
+            ),
+            (
+                "1 2 0 0 3 0 0 2 0 1 2 0 0",
+                "1 2 0 0 3 0 0 2 0 1 2 0",
+                2,
+                "only 12 fields",
+            ),
+            (
+                "1 3 1 2 0 0 0 2 0 2 1 1 3",
+                "1 3 1 5 0 0 0 2 0 2 1 1 3",
+                3,
+                "mother 5",
+            ),
+            (
+                "1 3 1 2 0 0 0 2 0 2 1 1 3",
+                "1 3 2 1 0 0 0 2 0 2 1 1 3",
+                3,
+                "sex code",
+            ),
+            (
+                "1 3 1 2 0 0 0 2 0 2 1 1 3",
+                "1 1 1 2 0 0 0 2 0 2 1 1 3",
+                3,
+                "listed twice",
+            ),
+            (
+                "1 3 1 2 0 0 0 2 0 2 1 1 3",
+                "1 3 1 0 0 0 0 2 0 2 1 1 3",
+                3,
+                "one parent",
+            ),
             ("1 2 0 0 3 0 0 2 0", "1 2 0 0 0 0 0 2 0", 2, "pointers"),
             ("1 1 0 0 3 0 0 1 1", "1 1 0 0 3 0 0 1 2", 1, "loop breaker"),
         ];

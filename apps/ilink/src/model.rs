@@ -60,7 +60,14 @@ impl Model {
                 pair[b * nhap + a] = g;
             }
         }
-        Model { nalleles: nalleles.to_vec(), nhap, ngeno, hap_alleles, geno_haps, pair }
+        Model {
+            nalleles: nalleles.to_vec(),
+            nhap,
+            ngeno,
+            hap_alleles,
+            geno_haps,
+            pair,
+        }
     }
 
     pub fn nloci(&self) -> usize {
@@ -74,7 +81,10 @@ impl Model {
 
     /// The two haplotypes of genotype `g`, smaller first.
     pub fn haps(&self, g: usize) -> (usize, usize) {
-        (self.geno_haps[2 * g] as usize, self.geno_haps[2 * g + 1] as usize)
+        (
+            self.geno_haps[2 * g] as usize,
+            self.geno_haps[2 * g + 1] as usize,
+        )
     }
 
     /// The genotype made of haplotypes `a` and `b`.
@@ -86,7 +96,13 @@ impl Model {
 /// The probability of a person's phenotype at one locus given the two alleles (from 0)
 /// there: 1 or 0 for numbered alleles (1 when unknown), the penetrance of the liability
 /// class for an affected person, its complement for an unaffected one, 1 when unknown.
-pub fn phenotype_probability(kind: &LocusKind, nalleles: usize, phen: Phenotype, a: usize, b: usize) -> f64 {
+pub fn phenotype_probability(
+    kind: &LocusKind,
+    nalleles: usize,
+    phen: Phenotype,
+    a: usize,
+    b: usize,
+) -> f64 {
     match (kind, phen) {
         (LocusKind::Numbered, Phenotype::Alleles(0, 0)) => 1.0,
         (LocusKind::Numbered, Phenotype::Alleles(x, y)) => {
@@ -133,7 +149,8 @@ pub fn base_array(model: &Model, data: &DataFile, person: &Person, founder: bool
         let mut f = vec![0.0; n * n];
         for a in 0..n {
             for b in 0..n {
-                f[a * n + b] = phenotype_probability(&locus.kind, n, person.phenotypes[input], a, b);
+                f[a * n + b] =
+                    phenotype_probability(&locus.kind, n, person.phenotypes[input], a, b);
             }
         }
         factors.push(f);
@@ -176,7 +193,11 @@ impl Gametes {
     /// interval between adjacent loci).
     pub fn new(model: &Model, thetas: &[f64]) -> Gametes {
         let nloci = model.nloci();
-        assert_eq!(thetas.len() + 1, nloci, "one recombination fraction per interval");
+        assert_eq!(
+            thetas.len() + 1,
+            nloci,
+            "one recombination fraction per interval"
+        );
         // Probability of each strand pattern: bit l set = locus l taken from the second
         // haplotype. Patterns are listed in increasing order, so the table is deterministic.
         let npat = 1usize << nloci;
@@ -185,12 +206,19 @@ impl Gametes {
                 let mut p = 0.5;
                 for l in 1..nloci {
                     let switch = ((s >> l) & 1) != ((s >> (l - 1)) & 1);
-                    p *= if switch { thetas[l - 1] } else { 1.0 - thetas[l - 1] };
+                    p *= if switch {
+                        thetas[l - 1]
+                    } else {
+                        1.0 - thetas[l - 1]
+                    };
                 }
                 p
             })
             .collect();
-        let mut g = Gametes { start: Vec::with_capacity(model.ngeno + 1), ..Default::default() };
+        let mut g = Gametes {
+            start: Vec::with_capacity(model.ngeno + 1),
+            ..Default::default()
+        };
         let mut strides = vec![1usize; nloci];
         for l in (0..nloci.saturating_sub(1)).rev() {
             strides[l] = strides[l + 1] * model.nalleles[l + 1];
@@ -251,7 +279,14 @@ mod tests {
     #[test]
     fn penetrance_order_follows_linkage() {
         // Three alleles: 11 12 13 22 23 33.
-        let expected = [((0, 0), 0), ((0, 1), 1), ((0, 2), 2), ((1, 1), 3), ((1, 2), 4), ((2, 2), 5)];
+        let expected = [
+            ((0, 0), 0),
+            ((0, 1), 1),
+            ((0, 2), 2),
+            ((1, 1), 3),
+            ((1, 2), 4),
+            ((2, 2), 5),
+        ];
         for ((a, b), i) in expected {
             assert_eq!(penetrance_index(a, b, 3), i);
             assert_eq!(penetrance_index(b, a, 3), i);
@@ -270,7 +305,12 @@ mod tests {
         let (haps, probs) = gam.of(g);
         let mut pairs: Vec<(u32, f64)> = haps.iter().copied().zip(probs.iter().copied()).collect();
         pairs.sort_by_key(|p| p.0);
-        let want = [(0, (1.0 - t) / 2.0), (1, t / 2.0), (2, t / 2.0), (3, (1.0 - t) / 2.0)];
+        let want = [
+            (0, (1.0 - t) / 2.0),
+            (1, t / 2.0),
+            (2, t / 2.0),
+            (3, (1.0 - t) / 2.0),
+        ];
         assert_eq!(pairs.len(), 4);
         for ((h, p), (wh, wp)) in pairs.iter().zip(want) {
             assert_eq!(*h, wh);

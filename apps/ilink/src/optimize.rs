@@ -86,35 +86,72 @@ pub fn minimize(
     let mut x: Vec<f64> = x0.iter().map(|&v| v.clamp(lo, hi)).collect();
     let mut fx = eval(&x);
     if !fx.is_finite() {
-        return Err(format!("the function is not finite at the starting point {x:?}"));
+        return Err(format!(
+            "the function is not finite at the starting point {x:?}"
+        ));
     }
     if n == 0 {
-        return Ok(Outcome { x, f: fx, iterations: 0, evaluations, projected_gradient: 0.0 });
+        return Ok(Outcome {
+            x,
+            f: fx,
+            iterations: 0,
+            evaluations,
+            projected_gradient: 0.0,
+        });
     }
     let mut g = gradient(&mut eval, &x, fx, lo, hi, opts.step);
     let mut b: Option<Vec<f64>> = None; // inverse Hessian, row-major n x n
+                                        // `s.y / y.y` of the last accepted step: the scale of a fresh metric.
+    let mut scale: Option<f64> = None;
+    let mut last_active: Option<Vec<bool>> = None;
     let mut iterations = 0;
     let projected = |x: &[f64], g: &[f64]| -> Vec<bool> {
-        (0..n).map(|i| (x[i] <= lo && g[i] > 0.0) || (x[i] >= hi && g[i] < 0.0)).collect()
+        (0..n)
+            .map(|i| (x[i] <= lo && g[i] > 0.0) || (x[i] >= hi && g[i] < 0.0))
+            .collect()
     };
     loop {
         let active = projected(&x, &g);
-        let pg = (0..n).filter(|&i| !active[i]).map(|i| g[i].abs()).fold(0.0, f64::max);
+        let pg = (0..n)
+            .filter(|&i| !active[i])
+            .map(|i| g[i].abs())
+            .fold(0.0, f64::max);
         if pg < opts.gradient_tolerance || iterations >= opts.max_iterations {
-            return Ok(Outcome { x, f: fx, iterations, evaluations, projected_gradient: pg });
+            return Ok(Outcome {
+                x,
+                f: fx,
+                iterations,
+                evaluations,
+                projected_gradient: pg,
+            });
         }
         iterations += 1;
+        if last_active.as_ref().is_some_and(|a| *a != active) {
+            // The free variables changed: the metric learned on the old ones is wrong.
+            b = scale.map(|c| {
+                (0..n * n)
+                    .map(|k| if k % (n + 1) == 0 { c } else { 0.0 })
+                    .collect()
+            });
+        }
+        last_active = Some(active.clone());
         let mut d = vec![0.0; n];
         if let Some(bm) = &b {
             for i in (0..n).filter(|&i| !active[i]) {
-                d[i] = -(0..n).filter(|&j| !active[j]).map(|j| bm[i * n + j] * g[j]).sum::<f64>();
+                d[i] = -(0..n)
+                    .filter(|&j| !active[j])
+                    .map(|j| bm[i * n + j] * g[j])
+                    .sum::<f64>();
             }
         }
         let downhill = d.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>() < 0.0;
         if b.is_none() || !downhill {
-            // Steepest descent with the first step's length bounded.
+            // Steepest descent with the step's length bounded.
             b = None;
-            let gmax = (0..n).filter(|&i| !active[i]).map(|i| g[i].abs()).fold(0.0, f64::max);
+            let gmax = (0..n)
+                .filter(|&i| !active[i])
+                .map(|i| g[i].abs())
+                .fold(0.0, f64::max);
             for i in (0..n).filter(|&i| !active[i]) {
                 d[i] = -g[i] * opts.first_step / gmax;
             }
@@ -123,7 +160,9 @@ pub fn minimize(
         let mut alpha = 1.0;
         let mut accepted = None;
         for _ in 0..40 {
-            let xn: Vec<f64> = (0..n).map(|i| (x[i] + alpha * d[i]).clamp(lo, hi)).collect();
+            let xn: Vec<f64> = (0..n)
+                .map(|i| (x[i] + alpha * d[i]).clamp(lo, hi))
+                .collect();
             let decrease: f64 = (0..n).map(|i| g[i] * (xn[i] - x[i])).sum();
             let fxn = eval(&xn);
             if fxn.is_finite() && fxn <= fx + 1e-4 * decrease && xn != x {
@@ -133,18 +172,29 @@ pub fn minimize(
             alpha *= 0.5;
         }
         let Some((xn, fxn)) = accepted else {
-            return Ok(Outcome { x, f: fx, iterations, evaluations, projected_gradient: pg });
+            return Ok(Outcome {
+                x,
+                f: fx,
+                iterations,
+                evaluations,
+                projected_gradient: pg,
+            });
         };
         let gn = gradient(&mut eval, &xn, fxn, lo, hi, opts.step);
+        // The secant pair of the free variables (held variables did not move).
         let s: Vec<f64> = (0..n).map(|i| xn[i] - x[i]).collect();
-        let y: Vec<f64> = (0..n).map(|i| gn[i] - g[i]).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|i| if active[i] { 0.0 } else { gn[i] - g[i] })
+            .collect();
         let sy: f64 = s.iter().zip(&y).map(|(a, b)| a * b).sum();
         let yy: f64 = y.iter().map(|a| a * a).sum();
         let ss: f64 = s.iter().map(|a| a * a).sum();
         if sy > 1e-12 * (ss * yy).sqrt() {
+            scale = Some(sy / yy);
             let bm = b.get_or_insert_with(|| {
-                let scale = sy / yy;
-                (0..n * n).map(|k| if k % (n + 1) == 0 { scale } else { 0.0 }).collect()
+                (0..n * n)
+                    .map(|k| if k % (n + 1) == 0 { sy / yy } else { 0.0 })
+                    .collect()
             });
             bfgs_update(bm, &s, &y, sy);
         }
@@ -155,8 +205,17 @@ pub fn minimize(
         g = gn;
         if small_step && small_decrease {
             let active = projected(&x, &g);
-            let pg = (0..n).filter(|&i| !active[i]).map(|i| g[i].abs()).fold(0.0, f64::max);
-            return Ok(Outcome { x, f: fx, iterations, evaluations, projected_gradient: pg });
+            let pg = (0..n)
+                .filter(|&i| !active[i])
+                .map(|i| g[i].abs())
+                .fold(0.0, f64::max);
+            return Ok(Outcome {
+                x,
+                f: fx,
+                iterations,
+                evaluations,
+                projected_gradient: pg,
+            });
         }
     }
 }
@@ -165,7 +224,9 @@ pub fn minimize(
 fn bfgs_update(b: &mut [f64], s: &[f64], y: &[f64], sy: f64) {
     let n = s.len();
     let r = 1.0 / sy;
-    let by: Vec<f64> = (0..n).map(|i| (0..n).map(|j| b[i * n + j] * y[j]).sum()).collect();
+    let by: Vec<f64> = (0..n)
+        .map(|i| (0..n).map(|j| b[i * n + j] * y[j]).sum())
+        .collect();
     let yby: f64 = y.iter().zip(&by).map(|(a, b)| a * b).sum();
     for i in 0..n {
         for j in 0..n {
@@ -175,7 +236,14 @@ fn bfgs_update(b: &mut [f64], s: &[f64], y: &[f64], sy: f64) {
 }
 
 /// The finite-difference gradient of `f` at `x` (where `f(x) = fx`), inside `[lo, hi]`.
-fn gradient(f: &mut impl FnMut(&[f64]) -> f64, x: &[f64], fx: f64, lo: f64, hi: f64, h: f64) -> Vec<f64> {
+fn gradient(
+    f: &mut impl FnMut(&[f64]) -> f64,
+    x: &[f64],
+    fx: f64,
+    lo: f64,
+    hi: f64,
+    h: f64,
+) -> Vec<f64> {
     let mut p = x.to_vec();
     let mut at = |p: &mut Vec<f64>, i: usize, v: f64| {
         p[i] = v;
@@ -188,9 +256,11 @@ fn gradient(f: &mut impl FnMut(&[f64]) -> f64, x: &[f64], fx: f64, lo: f64, hi: 
             if x[i] - h >= lo && x[i] + h <= hi {
                 (at(&mut p, i, x[i] + h) - at(&mut p, i, x[i] - h)) / (2.0 * h)
             } else if x[i] + 2.0 * h <= hi {
-                (-3.0 * fx + 4.0 * at(&mut p, i, x[i] + h) - at(&mut p, i, x[i] + 2.0 * h)) / (2.0 * h)
+                (-3.0 * fx + 4.0 * at(&mut p, i, x[i] + h) - at(&mut p, i, x[i] + 2.0 * h))
+                    / (2.0 * h)
             } else {
-                (3.0 * fx - 4.0 * at(&mut p, i, x[i] - h) + at(&mut p, i, x[i] - 2.0 * h)) / (2.0 * h)
+                (3.0 * fx - 4.0 * at(&mut p, i, x[i] - h) + at(&mut p, i, x[i] - 2.0 * h))
+                    / (2.0 * h)
             }
         })
         .collect()
@@ -208,7 +278,10 @@ mod tests {
             a * a + 10.0 * b * b + a * b
         };
         let o = minimize(f, &[0.45, 0.01], 0.0, 0.5, &Options::default()).unwrap();
-        assert!((o.x[0] - 0.2).abs() < 1e-6 && (o.x[1] - 0.3).abs() < 1e-6, "{o:?}");
+        assert!(
+            (o.x[0] - 0.2).abs() < 1e-6 && (o.x[1] - 0.3).abs() < 1e-6,
+            "{o:?}"
+        );
     }
 
     #[test]
@@ -227,7 +300,10 @@ mod tests {
             (1.0 - a).powi(2) + 100.0 * (b - a * a).powi(2)
         };
         let o = minimize(f, &[0.05, 0.45], 0.0, 0.5, &Options::default()).unwrap();
-        assert!((o.x[0] - 0.25).abs() < 1e-5 && (o.x[1] - 0.25).abs() < 1e-5, "{o:?}");
+        assert!(
+            (o.x[0] - 0.25).abs() < 1e-5 && (o.x[1] - 0.25).abs() < 1e-5,
+            "{o:?}"
+        );
     }
 
     #[test]

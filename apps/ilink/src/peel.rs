@@ -84,10 +84,18 @@ pub struct Pedigrees {
 impl Pedigrees {
     /// Builds the schedule; rejects pedigrees with loops, naming the record that closes one.
     pub fn new(path: &Path, peds: &PedFile) -> Result<Pedigrees, AppError> {
-        let mut out = Pedigrees { nperson: peds.persons.len(), ..Default::default() };
+        let mut out = Pedigrees {
+            nperson: peds.persons.len(),
+            ..Default::default()
+        };
         out.founder = peds.persons.iter().map(|p| p.father == 0).collect();
         for range in &peds.pedigrees {
-            schedule_pedigree(path, &peds.persons[range.clone()], range.start as u32, &mut out)?;
+            schedule_pedigree(
+                path,
+                &peds.persons[range.clone()],
+                range.start as u32,
+                &mut out,
+            )?;
             out.ped_ids.push(peds.persons[range.start].ped);
         }
         Ok(out)
@@ -98,9 +106,19 @@ impl Pedigrees {
     }
 }
 
-fn schedule_pedigree(path: &Path, people: &[Person], base: u32, out: &mut Pedigrees) -> Result<(), AppError> {
+fn schedule_pedigree(
+    path: &Path,
+    people: &[Person],
+    base: u32,
+    out: &mut Pedigrees,
+) -> Result<(), AppError> {
     let n = people.len();
-    let index = |id: i64| people.iter().position(|p| p.id == id).expect("the reader checked parent ids");
+    let index = |id: i64| {
+        people
+            .iter()
+            .position(|p| p.id == id)
+            .expect("the reader checked parent ids")
+    };
     // Families in order of their first child in the file; members are local indices.
     let mut fams: Vec<(usize, usize, Vec<usize>)> = Vec::new();
     for (c, p) in people.iter().enumerate() {
@@ -252,7 +270,13 @@ pub struct Scratch {
 
 fn nonzero(array: &[f64], out: &mut Vec<u32>) {
     out.clear();
-    out.extend(array.iter().enumerate().filter(|(_, &x)| x != 0.0).map(|(g, _)| g as u32));
+    out.extend(
+        array
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x != 0.0)
+            .map(|(g, _)| g as u32),
+    );
 }
 
 /// The genotype array of person `p` within the flat array of all persons.
@@ -262,7 +286,13 @@ pub fn person_array(genarrays: &[f64], ngeno: usize, p: u32) -> &[f64] {
 
 /// Decides how to peel `fam` and fills the nonzero lists of `scratch` from the current
 /// arrays. Reads only; every processor calls it and gets the same [`Job`].
-pub fn prepare(model: &Model, peds: &Pedigrees, fam: &Family, genarrays: &[f64], scratch: &mut Scratch) -> Job {
+pub fn prepare(
+    model: &Model,
+    peds: &Pedigrees,
+    fam: &Family,
+    genarrays: &[f64],
+    scratch: &mut Scratch,
+) -> Job {
     let g = model.ngeno;
     let kids = peds.children_of(fam);
     let arr = |p: u32| person_array(genarrays, g, p);
@@ -271,7 +301,10 @@ pub fn prepare(model: &Model, peds: &Pedigrees, fam: &Family, genarrays: &[f64],
     } else if fam.target == fam.mother {
         (fam.mother, fam.father, None)
     } else {
-        let i = kids.iter().position(|&c| c == fam.target).expect("the connector is a member") as u32;
+        let i = kids
+            .iter()
+            .position(|&c| c == fam.target)
+            .expect("the connector is a member") as u32;
         let nf = arr(fam.father).iter().filter(|&&x| x != 0.0).count();
         let nm = arr(fam.mother).iter().filter(|&&x| x != 0.0).count();
         if nm > nf {
@@ -303,27 +336,42 @@ pub fn prepare(model: &Model, peds: &Pedigrees, fam: &Family, genarrays: &[f64],
     }
 }
 
+/// What the family kernel reads besides the genotype arrays: the model, the gamete table
+/// of the current recombination fractions and the schedule (all read-only).
+#[derive(Clone, Copy, Debug)]
+pub struct Tables<'a> {
+    pub model: &'a Model,
+    pub gam: &'a Gametes,
+    pub peds: &'a Pedigrees,
+}
+
 /// The family kernel over the outer genotypes at `positions` of the outer nonzero list
 /// (all of them sequentially, a [`stripe`] in parallel). Zeroes `out` (this processor's
 /// contribution array, `ngeno` long) and writes the contributions there. Reads the
 /// parents' and children's arrays only.
 pub fn family_kernel(
-    model: &Model,
-    gam: &Gametes,
-    peds: &Pedigrees,
+    tables: &Tables<'_>,
     job: &Job,
     genarrays: &[f64],
     positions: impl Iterator<Item = usize>,
     scratch: &mut Scratch,
     out: &mut [f64],
 ) {
+    let Tables { model, gam, peds } = *tables;
     let (g, h) = (model.ngeno, model.nhap);
     out.fill(0.0);
     let kids = &peds.children[job.children.0 as usize..job.children.1 as usize];
     let a_outer = person_array(genarrays, g, job.outer);
     let a_inner = person_array(genarrays, g, job.inner);
     let down = job.down.map(|i| i as usize);
-    let Scratch { outer_nz, inner_nz, child_nz, child_nz_start, q, v } = scratch;
+    let Scratch {
+        outer_nz,
+        inner_nz,
+        child_nz,
+        child_nz_start,
+        q,
+        v,
+    } = scratch;
     for pos in positions {
         let go = outer_nz[pos] as usize;
         let w_outer = a_outer[go];
@@ -362,7 +410,11 @@ pub fn family_kernel(
                     continue;
                 }
                 let qi = &q[i * h..(i + 1) * h];
-                let s: f64 = i_haps.iter().zip(i_probs).map(|(&a, &pa)| pa * qi[a as usize]).sum();
+                let s: f64 = i_haps
+                    .iter()
+                    .zip(i_probs)
+                    .map(|(&a, &pa)| pa * qi[a as usize])
+                    .sum();
                 prod *= s;
                 if prod == 0.0 {
                     break;
@@ -454,7 +506,14 @@ pub fn pedigree_ln_likelihoods(
         for fam in &peds.families[fams.clone()] {
             let job = prepare(model, peds, fam, &ws.genarrays, &mut ws.scratch);
             let n = job.n_outer;
-            family_kernel(model, gam, peds, &job, &ws.genarrays, 0..n, &mut ws.scratch, &mut ws.contrib);
+            family_kernel(
+                &Tables { model, gam, peds },
+                &job,
+                &ws.genarrays,
+                0..n,
+                &mut ws.scratch,
+                &mut ws.contrib,
+            );
             let t = job.target(peds) as usize;
             let target = &mut ws.genarrays[t * g..(t + 1) * g];
             combine(&job, target, &ws.contrib, 1);
@@ -464,7 +523,11 @@ pub fn pedigree_ln_likelihoods(
             let s: f64 = person_array(&ws.genarrays, g, r).iter().sum();
             ln_like += s.ln();
         }
-        result.push(if ln_like.is_nan() { f64::NEG_INFINITY } else { ln_like });
+        result.push(if ln_like.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            ln_like
+        });
     }
     result
 }

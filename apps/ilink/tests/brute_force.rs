@@ -20,7 +20,10 @@ impl Space {
     fn new(nalleles: &[usize]) -> Space {
         let mut haps: Vec<Vec<usize>> = vec![vec![]];
         for &n in nalleles {
-            haps = haps.into_iter().flat_map(|h| (0..n).map(move |a| [h.clone(), vec![a]].concat())).collect();
+            haps = haps
+                .into_iter()
+                .flat_map(|h| (0..n).map(move |a| [h.clone(), vec![a]].concat()))
+                .collect();
         }
         let mut genos = Vec::new();
         for a in 0..haps.len() {
@@ -45,7 +48,11 @@ fn meioses(h1: &[usize], h2: &[usize], thetas: &[f64]) -> Vec<(Vec<usize>, f64)>
                 g.push(if second { h2[k] } else { h1[k] });
                 if k > 0 {
                     let prev = (s >> (k - 1)) & 1 == 1;
-                    p *= if prev != second { thetas[k - 1] } else { 1.0 - thetas[k - 1] };
+                    p *= if prev != second {
+                        thetas[k - 1]
+                    } else {
+                        1.0 - thetas[k - 1]
+                    };
                 }
             }
             (g, p)
@@ -95,14 +102,22 @@ fn phenotype_prob(data: &DataFile, phen: &[Phenotype], space: &Space, g: usize) 
 fn founder_prob(data: &DataFile, space: &Space, g: usize) -> f64 {
     let (a, b) = space.genos[g];
     let freq = |h: usize| -> f64 {
-        data.order.iter().enumerate().map(|(pos, &input)| data.loci[input].freqs[space.haps[h][pos]]).product()
+        data.order
+            .iter()
+            .enumerate()
+            .map(|(pos, &input)| data.loci[input].freqs[space.haps[h][pos]])
+            .product()
     };
     freq(a) * freq(b) * if a == b { 1.0 } else { 2.0 }
 }
 
 /// The likelihood of each pedigree by summing over all genotype assignments.
 fn brute_force(data: &DataFile, peds: &PedFile, thetas: &[f64]) -> Vec<f64> {
-    let nalleles: Vec<usize> = data.order.iter().map(|&l| data.loci[l].freqs.len()).collect();
+    let nalleles: Vec<usize> = data
+        .order
+        .iter()
+        .map(|&l| data.loci[l].freqs.len())
+        .collect();
     let space = Space::new(&nalleles);
     let ng = space.genos.len();
     // trans[(c * ng + f) * ng + m] = P(child c | father f, mother m).
@@ -112,8 +127,10 @@ fn brute_force(data: &DataFile, peds: &PedFile, thetas: &[f64]) -> Vec<f64> {
         .map(|&(a, b)| meioses(&space.haps[a], &space.haps[b], thetas))
         .collect();
     let hap_index = |h: &[usize]| space.haps.iter().position(|x| x == h).unwrap();
-    let gametes: Vec<Vec<(usize, f64)>> =
-        gametes.iter().map(|list| list.iter().map(|(h, p)| (hap_index(h), *p)).collect()).collect();
+    let gametes: Vec<Vec<(usize, f64)>> = gametes
+        .iter()
+        .map(|list| list.iter().map(|(h, p)| (hap_index(h), *p)).collect())
+        .collect();
     let nh = space.haps.len();
     let mut geno_of = vec![0; nh * nh];
     for (g, &(a, b)) in space.genos.iter().enumerate() {
@@ -135,8 +152,10 @@ fn brute_force(data: &DataFile, peds: &PedFile, thetas: &[f64]) -> Vec<f64> {
         .map(|range| {
             let people = &peds.persons[range.clone()];
             let idx = |id: i64| people.iter().position(|p| p.id == id).unwrap();
-            let parents: Vec<Option<(usize, usize)>> =
-                people.iter().map(|p| (p.father != 0).then(|| (idx(p.father), idx(p.mother)))).collect();
+            let parents: Vec<Option<(usize, usize)>> = people
+                .iter()
+                .map(|p| (p.father != 0).then(|| (idx(p.father), idx(p.mother))))
+                .collect();
             // Each person's possible genotypes with their own factor (phenotype, founder prior).
             let own: Vec<Vec<(usize, f64)>> = people
                 .iter()
@@ -144,7 +163,11 @@ fn brute_force(data: &DataFile, peds: &PedFile, thetas: &[f64]) -> Vec<f64> {
                 .map(|(p, par)| {
                     (0..ng)
                         .map(|g| {
-                            let prior = if par.is_none() { founder_prob(data, &space, g) } else { 1.0 };
+                            let prior = if par.is_none() {
+                                founder_prob(data, &space, g)
+                            } else {
+                                1.0
+                            };
                             (g, phenotype_prob(data, &p.phenotypes, &space, g) * prior)
                         })
                         .filter(|&(_, w)| w != 0.0)
@@ -190,18 +213,28 @@ fn brute_force(data: &DataFile, peds: &PedFile, thetas: &[f64]) -> Vec<f64> {
 fn datafile(loci: &[(usize, usize)], order: &[usize], rng: &mut SplitMix64) -> String {
     let n = loci.len();
     let mut s = format!("{n} 0 0 3\n0 0.0 0.0 0\n");
-    s += &order.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ");
+    s += &order
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     s += "\n";
     for &(na, classes) in loci {
         s += &format!("{} {na}\n", if classes > 0 { 1 } else { 3 });
         let raw: Vec<f64> = (0..na).map(|_| 0.3 + rng.next_f64()).collect();
         let sum: f64 = raw.iter().sum();
-        s += &raw.iter().map(|x| format!("{:.17}", x / sum)).collect::<Vec<_>>().join(" ");
+        s += &raw
+            .iter()
+            .map(|x| format!("{:.17}", x / sum))
+            .collect::<Vec<_>>()
+            .join(" ");
         s += "\n";
         if classes > 0 {
             s += &format!("{classes}\n");
             for _ in 0..classes {
-                let pens: Vec<String> = (0..na * (na + 1) / 2).map(|_| format!("{:.17}", rng.next_f64())).collect();
+                let pens: Vec<String> = (0..na * (na + 1) / 2)
+                    .map(|_| format!("{:.17}", rng.next_f64()))
+                    .collect();
                 s += &pens.join(" ");
                 s += "\n";
             }
@@ -218,11 +251,25 @@ fn datafile(loci: &[(usize, usize)], order: &[usize], rng: &mut SplitMix64) -> S
 /// their children, with the pointer columns filled in and `proband` marked. Marker
 /// genotypes follow Mendel's laws (each child takes a random allele of each parent at each
 /// locus) and a quarter of them are then hidden; affection status and class are random.
-fn pedfile(members: &[(i64, i64, i64, u8)], proband: i64, loci: &[(usize, usize)], rng: &mut SplitMix64) -> String {
+fn pedfile(
+    members: &[(i64, i64, i64, u8)],
+    proband: i64,
+    loci: &[(usize, usize)],
+    rng: &mut SplitMix64,
+) -> String {
     let kids = |id: i64, male: bool| -> Vec<i64> {
-        members.iter().filter(|m| if male { m.1 == id } else { m.2 == id }).map(|m| m.0).collect()
+        members
+            .iter()
+            .filter(|m| if male { m.1 == id } else { m.2 == id })
+            .map(|m| m.0)
+            .collect()
     };
-    let next = |list: Vec<i64>, id: i64| list.iter().position(|&c| c == id).and_then(|i| list.get(i + 1).copied()).unwrap_or(0);
+    let next = |list: Vec<i64>, id: i64| {
+        list.iter()
+            .position(|&c| c == id)
+            .and_then(|i| list.get(i + 1).copied())
+            .unwrap_or(0)
+    };
     let mut alleles: Vec<Vec<[u64; 2]>> = Vec::new();
     for &(_, fa, mo, _) in members {
         let row = loci
@@ -245,8 +292,15 @@ fn pedfile(members: &[(i64, i64, i64, u8)], proband: i64, loci: &[(usize, usize)
     let mut s = String::new();
     for (i, &(id, fa, mo, sex)) in members.iter().enumerate() {
         let first = kids(id, sex == 1).first().copied().unwrap_or(0);
-        let (np, nm) = if fa == 0 { (0, 0) } else { (next(kids(fa, true), id), next(kids(mo, false), id)) };
-        s += &format!("7 {id} {fa} {mo} {first} {np} {nm} {sex} {}", i64::from(id == proband));
+        let (np, nm) = if fa == 0 {
+            (0, 0)
+        } else {
+            (next(kids(fa, true), id), next(kids(mo, false), id))
+        };
+        s += &format!(
+            "7 {id} {fa} {mo} {first} {np} {nm} {sex} {}",
+            i64::from(id == proband)
+        );
         for (l, &(_, classes)) in loci.iter().enumerate() {
             let unknown = rng.next_f64() < 0.25;
             if classes > 0 {
@@ -281,7 +335,11 @@ fn compare(data: &str, ped: &str, thetas: &[f64]) -> usize {
         }
         nonzero += 1;
         let rel = (g.exp() - w).abs() / w;
-        assert!(rel < 1e-12, "peeling {} vs brute force {w}: relative difference {rel:e}\n{ped}", g.exp());
+        assert!(
+            rel < 1e-12,
+            "peeling {} vs brute force {w}: relative difference {rel:e}\n{ped}",
+            g.exp()
+        );
     }
     nonzero
 }
@@ -290,9 +348,31 @@ fn compare(data: &str, ped: &str, thetas: &[f64]) -> usize {
 /// nuclear family of four children.
 const SHAPES: &[&[(i64, i64, i64, u8)]] = &[
     &[(1, 0, 0, 1), (2, 0, 0, 2), (3, 1, 2, 2)],
-    &[(1, 0, 0, 1), (2, 0, 0, 2), (3, 1, 2, 1), (4, 1, 2, 2), (5, 0, 0, 2), (6, 3, 5, 1), (7, 3, 5, 2)],
-    &[(1, 0, 0, 1), (2, 0, 0, 2), (3, 0, 0, 2), (4, 1, 2, 1), (5, 1, 3, 2), (6, 1, 3, 1)],
-    &[(1, 0, 0, 1), (2, 0, 0, 2), (3, 1, 2, 1), (4, 1, 2, 2), (5, 1, 2, 2), (6, 1, 2, 1)],
+    &[
+        (1, 0, 0, 1),
+        (2, 0, 0, 2),
+        (3, 1, 2, 1),
+        (4, 1, 2, 2),
+        (5, 0, 0, 2),
+        (6, 3, 5, 1),
+        (7, 3, 5, 2),
+    ],
+    &[
+        (1, 0, 0, 1),
+        (2, 0, 0, 2),
+        (3, 0, 0, 2),
+        (4, 1, 2, 1),
+        (5, 1, 3, 2),
+        (6, 1, 3, 1),
+    ],
+    &[
+        (1, 0, 0, 1),
+        (2, 0, 0, 2),
+        (3, 1, 2, 1),
+        (4, 1, 2, 2),
+        (5, 1, 2, 2),
+        (6, 1, 2, 1),
+    ],
 ];
 
 #[test]
@@ -309,7 +389,10 @@ fn peeling_matches_brute_force_on_two_locus_pedigrees() {
             checked += compare(&data, &ped, &[theta]);
         }
     }
-    assert_eq!(checked, 22, "every generated pedigree should have a nonzero likelihood");
+    assert_eq!(
+        checked, 22,
+        "every generated pedigree should have a nonzero likelihood"
+    );
 }
 
 #[test]
@@ -334,7 +417,10 @@ fn peeling_matches_brute_force_on_three_locus_pedigrees() {
     for thetas in [[0.0, 0.5], [0.5, 0.0], [0.0, 0.0]] {
         compare(&data, &ped, &thetas);
     }
-    assert_eq!(checked, 6, "every generated pedigree should have a nonzero likelihood");
+    assert_eq!(
+        checked, 6,
+        "every generated pedigree should have a nonzero likelihood"
+    );
 }
 
 #[test]
@@ -344,10 +430,13 @@ fn peeling_matches_brute_force_on_a_family_of_the_example() {
     let dir = app_common::data_dir().join("ilink");
     let data = std::fs::read_to_string(dir.join("ilink_example_datafile.dat")).unwrap();
     let ped = std::fs::read_to_string(dir.join("ilink_example_pedfile.dat")).unwrap();
-    let rows: Vec<&str> = ped.lines().filter(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f[0] == "1" && ["10", "11", "14", "15", "16", "17"].contains(&f[1])
-    }).collect();
+    let rows: Vec<&str> = ped
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f[0] == "1" && ["10", "11", "14", "15", "16", "17"].contains(&f[1])
+        })
+        .collect();
     let family: String = rows
         .iter()
         .map(|l| {

@@ -46,8 +46,9 @@ use std::time::Duration;
 
 /// Largest cluster: receive sets are bit masks in one word.
 pub const MAX_NODES: usize = 32;
-/// Granularity of receive mappings in the network address space (an Alpha page).
-pub const MC_PAGE_BYTES: u64 = 8192;
+/// Granularity of receive mappings in the network address space: the host page (Memory
+/// Channel used the 8 KiB Alpha page; 4 KiB lets 4 KiB coherence pages have their own homes).
+pub const MC_PAGE_BYTES: u64 = 4096;
 /// Bytes of one message ring (one per ordered pair of nodes).
 pub const RING_BYTES: u64 = 64 * 1024;
 /// Bytes of one reply mailbox (one per processor and one for the service thread).
@@ -233,10 +234,11 @@ pub(crate) struct NodeStatus {
 
 /// Node states in [`NodeStatus::state`].
 pub(crate) mod node_state {
-    pub const STARTING: u32 = 0;
     pub const RUNNING: u32 = 1;
-    pub const DONE: u32 = 2;
-    pub const FAILED: u32 = 3;
+    /// Past the start-up barrier: receive regions attached.
+    pub const READY: u32 = 2;
+    pub const DONE: u32 = 3;
+    pub const FAILED: u32 = 4;
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
@@ -726,6 +728,39 @@ impl Net {
     /// Wakes this node's service thread (used to stop it).
     pub fn ring_own_bell(&self) {
         msg::ring_bell(&self.fabric, self.node, true);
+    }
+
+    /// Rings the doorbells of the nodes in `mask` whose threads are parked: the adapter's
+    /// receive interrupt, raised after a remote write that someone may be waiting for.
+    pub fn ring_bells(&self, mask: u64) {
+        for n in bits(mask) {
+            msg::ring_bell(&self.fabric, n, false);
+        }
+    }
+
+    /// Waits until `ready()` holds: polls it `spin` times, then parks on this node's
+    /// doorbell between checks. Fails if the cluster aborts.
+    pub fn wait_until(&self, spin: u32, ready: impl Fn() -> bool) -> Result<(), MsgError> {
+        for _ in 0..spin {
+            if ready() {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        loop {
+            if ready() {
+                return Ok(());
+            }
+            if self.fabric.aborted() {
+                return Err(MsgError::Aborted);
+            }
+            msg::park_on_bell(&self.fabric, self.node, Duration::from_millis(20), &ready);
+        }
+    }
+
+    /// A mask with every node of the cluster.
+    pub fn all_nodes(&self) -> u64 {
+        (1u64 << self.nodes()) - 1
     }
 }
 

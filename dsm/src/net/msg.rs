@@ -91,6 +91,19 @@ fn word32(ptr: *mut u8) -> &'static AtomicU32 {
     unsafe { &*(ptr as *const AtomicU32) }
 }
 
+/// Sleeps on `node`'s doorbell until it rings or `timeout` passes, unless `ready()` is
+/// already true once this thread is registered as parked (see the module doc on sleeping).
+/// Several threads may park at once: `parked` counts them.
+pub(super) fn park_on_bell(fabric: &Fabric, node: usize, timeout: Duration, ready: impl Fn() -> bool) {
+    let bell = fabric.bell(node);
+    let seen = bell.word.load(Ordering::SeqCst);
+    bell.parked.fetch_add(1, Ordering::SeqCst);
+    if !ready() && !fabric.aborted() {
+        sys::futex_wait(&bell.word, seen, Some(timeout));
+    }
+    bell.parked.fetch_sub(1, Ordering::SeqCst);
+}
+
 pub(super) fn ring_bell(fabric: &Fabric, node: usize, always: bool) {
     let bell = fabric.bell(node);
     if always || bell.parked.load(Ordering::SeqCst) != 0 {
@@ -255,13 +268,7 @@ impl Messenger {
             }
             std::hint::spin_loop();
         }
-        let bell = fabric.bell(self.node);
-        let seen = bell.word.load(Ordering::SeqCst);
-        bell.parked.store(1, Ordering::SeqCst);
-        if !self.has_messages(fabric) && !fabric.aborted() {
-            sys::futex_wait(&bell.word, seen, Some(timeout));
-        }
-        bell.parked.store(0, Ordering::SeqCst);
+        park_on_bell(fabric, self.node, timeout, || self.has_messages(fabric));
     }
 
     pub(super) fn reply(&self, fabric: &Fabric, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {

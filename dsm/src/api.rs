@@ -1,0 +1,668 @@
+//! The public API: a [`Cluster`] runs an SPMD program. Its setup closure runs identically
+//! on every node and makes the shared allocations and synchronization objects; it returns
+//! the body every processor runs. A run returns a [`Report`].
+//!
+//! ```no_run
+//! use dsm::{Cluster, Config};
+//! # fn protocol() -> dsm::Protocol { unimplemented!() }
+//! let config = Config::new(2, 2, protocol());
+//! let report = Cluster::new(config).run(|s| {
+//!     let sums = s.alloc::<u64>(4);
+//!     let lock = s.lock();
+//!     let bar = s.barrier();
+//!     move |p| {
+//!         lock.acquire(p);
+//!         sums.set(0, sums.get(0) + 1);
+//!         lock.release(p);
+//!         bar.wait(p);
+//!         sums.get(0)
+//!     }
+//! })?;
+//! assert!(report.results.iter().all(|&n| n == 4));
+//! # Ok::<(), dsm::DsmError>(())
+//! ```
+//!
+//! # Safety of shared data
+//!
+//! Shared data is plain memory: [`Shared::get`] and [`Shared::set`] compile to a load or a
+//! store (after the first fault on a page). Programs must be data-race-free: two
+//! processors may touch the same location, with at least one of them writing, only if a
+//! lock, barrier or flag of this crate orders the two accesses. A racy program does not
+//! corrupt the runtime, but may read stale or torn values.
+
+use crate::config::{Config, DataStrategy, DsmError, MetadataStrategy};
+use crate::directory::Directory;
+use crate::engine::{Allocation, Node, Regions};
+use crate::fault::Protector;
+use crate::launch::{launch, ExecMode, LaunchSpec, NodeCtx};
+use crate::net::{Backing, Net};
+use crate::stats::{Breakdown, Clock, Counters};
+use crate::sync::SyncState;
+use crate::sys;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Plain data that may live in shared memory: any bit pattern is a valid value, and it
+/// holds no pointers.
+///
+/// # Safety
+/// Implementors must be `Copy`, contain no pointers or references, and accept every bit
+/// pattern (including all zeros).
+pub unsafe trait Plain: Copy + Send + Sync + 'static {}
+
+macro_rules! plain {
+    ($($t:ty),*) => { $(
+        // SAFETY: primitive numbers accept every bit pattern and hold no pointers.
+        unsafe impl Plain for $t {}
+    )* };
+}
+plain!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
+
+/// A shared array of `len` values of `T`, at the same offset of every node's heap.
+pub struct Shared<T: Plain> {
+    ptr: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Plain> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Plain> Copy for Shared<T> {}
+
+impl<T: Plain> Shared<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads element `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> T {
+        assert!(i < self.len, "index {i} out of bounds of a shared array of {}", self.len);
+        // SAFETY: i is in bounds; the heap view is mapped for the life of the run and a
+        // fault on it is resolved by the engine before the load completes; T is Plain.
+        unsafe { std::ptr::read_volatile((self.ptr as *const T).add(i)) }
+    }
+
+    /// Writes element `i`.
+    #[inline]
+    pub fn set(&self, i: usize, v: T) {
+        assert!(i < self.len, "index {i} out of bounds of a shared array of {}", self.len);
+        // SAFETY: as in get; the program is data-race-free (module doc).
+        unsafe { std::ptr::write_volatile((self.ptr as *mut T).add(i), v) }
+    }
+
+    /// The array as a slice.
+    ///
+    /// # Safety
+    /// No other processor may write any element the caller reads through the slice while
+    /// it is alive, unless a lock, barrier or flag orders the accesses (data-race freedom).
+    pub unsafe fn as_slice(&self) -> &[T] {
+        // SAFETY: the caller upholds data-race freedom; the memory is mapped and aligned.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.len) }
+    }
+
+    /// The array as a mutable slice. Several processors may hold such views at once (that
+    /// is the point of shared memory).
+    ///
+    /// # Safety
+    /// The caller may write only elements no other processor accesses concurrently, and
+    /// read only elements no other processor writes concurrently, unless a lock, barrier
+    /// or flag orders the accesses. The compiler is told the slice is unique, so the
+    /// caller must not keep values read through it across a synchronization operation.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice(&self) -> &mut [T] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.len) }
+    }
+
+    pub fn as_ptr(&self) -> *mut T {
+        self.ptr as *mut T
+    }
+}
+
+/// A cluster-wide lock.
+#[derive(Clone, Copy, Debug)]
+pub struct Lock {
+    id: usize,
+}
+
+/// A cluster-wide barrier over every processor.
+#[derive(Clone, Copy, Debug)]
+pub struct Barrier {
+    id: usize,
+}
+
+/// A write-once flag.
+#[derive(Clone, Copy, Debug)]
+pub struct Flag {
+    id: usize,
+}
+
+impl Lock {
+    /// Acquires the lock (an acquire: see [`crate::sync`] for what becomes visible).
+    pub fn acquire(&self, p: &Proc) {
+        p.node.sync.lock_acquire(&p.node, self.id, p.id);
+    }
+
+    /// Releases the lock. Panics with a clear message if `p` does not hold it.
+    pub fn release(&self, p: &Proc) {
+        if let Err(e) = p.node.sync.lock_release(&p.node, self.id, p.id) {
+            panic!("{e}");
+        }
+    }
+
+    /// Releases the lock, or says why it cannot.
+    pub fn try_release(&self, p: &Proc) -> Result<(), crate::sync::SyncError> {
+        p.node.sync.lock_release(&p.node, self.id, p.id)
+    }
+
+    /// Acquires the lock and returns a guard that releases it.
+    pub fn lock<'a>(&self, p: &'a Proc) -> LockGuard<'a> {
+        self.acquire(p);
+        LockGuard { lock: *self, p }
+    }
+}
+
+/// Holds a lock until dropped.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct LockGuard<'a> {
+    lock: Lock,
+    p: &'a Proc,
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        self.lock.release(self.p);
+    }
+}
+
+impl Barrier {
+    /// Waits until every processor of the cluster has arrived.
+    pub fn wait(&self, p: &Proc) {
+        p.node.sync.barrier(&p.node, self.id);
+    }
+}
+
+impl Flag {
+    /// Sets the flag (a release first). Flags are write-once.
+    pub fn set(&self, p: &Proc) {
+        p.node.sync.flag_set(&p.node, self.id);
+    }
+
+    /// Waits until the flag is set (an acquire after).
+    pub fn wait(&self, p: &Proc) {
+        p.node.sync.flag_wait(&p.node, self.id);
+    }
+}
+
+/// What the setup closure uses to lay out shared memory and synchronization objects.
+/// Every node runs setup with the same calls in the same order, so every node agrees on
+/// offsets and ids.
+pub struct Setup {
+    node: usize,
+    nodes: usize,
+    procs_per_node: usize,
+    base: usize,
+    heap_bytes: usize,
+    page_bytes: usize,
+    used: usize,
+    allocations: Vec<Allocation>,
+    nlocks: usize,
+    nbarriers: usize,
+    nflags: usize,
+    error: Option<DsmError>,
+}
+
+impl Setup {
+    /// Allocates a zero-filled shared array of `len` elements, page-aligned.
+    pub fn alloc<T: Plain>(&mut self, len: usize) -> Shared<T> {
+        self.alloc_named(len, std::any::type_name::<T>())
+    }
+
+    /// Like [`Setup::alloc`], with a name used in error messages.
+    pub fn alloc_named<T: Plain>(&mut self, len: usize, name: &str) -> Shared<T> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX);
+        let offset = self.used;
+        let end = offset.saturating_add(bytes).div_ceil(self.page_bytes).saturating_mul(self.page_bytes);
+        if end > self.heap_bytes {
+            if self.error.is_none() {
+                self.error = Some(DsmError::HeapExhausted { wanted: end, heap: self.heap_bytes });
+            }
+            // Hand out an empty array; the run stops before any processor starts.
+            return Shared { ptr: self.base, len: 0, _t: PhantomData };
+        }
+        self.used = end.max(offset + self.page_bytes.min(bytes.max(1)));
+        self.allocations.push(Allocation { offset, len: bytes, what: name.to_string() });
+        Shared { ptr: self.base + offset, len, _t: PhantomData }
+    }
+
+    pub fn lock(&mut self) -> Lock {
+        self.nlocks += 1;
+        Lock { id: self.nlocks - 1 }
+    }
+
+    /// `n` locks with consecutive ids (for per-element locks).
+    pub fn locks(&mut self, n: usize) -> Vec<Lock> {
+        (0..n).map(|_| self.lock()).collect()
+    }
+
+    pub fn barrier(&mut self) -> Barrier {
+        self.nbarriers += 1;
+        Barrier { id: self.nbarriers - 1 }
+    }
+
+    pub fn flag(&mut self) -> Flag {
+        self.nflags += 1;
+        Flag { id: self.nflags - 1 }
+    }
+
+    pub fn flags(&mut self, n: usize) -> Vec<Flag> {
+        (0..n).map(|_| self.flag()).collect()
+    }
+
+    /// The node running this setup (setup must not depend on it for layout).
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    pub fn procs_per_node(&self) -> usize {
+        self.procs_per_node
+    }
+
+    pub fn nprocs(&self) -> usize {
+        self.nodes * self.procs_per_node
+    }
+
+    /// Bytes of shared heap allocated so far.
+    pub fn heap_used(&self) -> usize {
+        self.used
+    }
+}
+
+/// A processor: one thread of one node.
+pub struct Proc {
+    node: Arc<Node>,
+    id: usize,
+    local: usize,
+}
+
+impl Proc {
+    /// Global processor id, `0..nprocs()`: node `n`'s processors are
+    /// `n * procs_per_node() ..`.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    pub fn nprocs(&self) -> usize {
+        self.node.nodes * self.node.procs
+    }
+
+    pub fn node(&self) -> usize {
+        self.node.id
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.node.nodes
+    }
+
+    pub fn procs_per_node(&self) -> usize {
+        self.node.procs
+    }
+
+    /// Index of this processor within its node.
+    pub fn local_id(&self) -> usize {
+        self.local
+    }
+}
+
+thread_local! {
+    static SLOT: Cell<Option<u16>> = const { Cell::new(None) };
+}
+
+/// The calling processor's mailbox slot, if it is a processor thread.
+pub(crate) fn current_slot() -> Option<u16> {
+    SLOT.with(Cell::get)
+}
+
+/// What one processor reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProcReport {
+    pub id: usize,
+    pub node: usize,
+    pub breakdown: Breakdown,
+}
+
+/// What a run returns.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report<R> {
+    /// Each processor's return value, by processor id.
+    pub results: Vec<R>,
+    pub procs: Vec<ProcReport>,
+    /// Counters per node.
+    pub node_counters: Vec<Counters>,
+    /// Counters summed over nodes.
+    pub counters: Counters,
+    /// Wall-clock time of the parallel part (from the start barrier to the last processor).
+    pub elapsed_ns: u64,
+    pub protocol: String,
+    pub network: String,
+    pub nodes: usize,
+    pub procs_per_node: usize,
+    pub page_bytes: usize,
+    pub backend: String,
+    pub mode: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct NodeOutcome<R> {
+    results: Vec<(ProcReport, R)>,
+    counters: Counters,
+    elapsed_ns: u64,
+}
+
+/// A cluster configuration ready to run programs.
+pub struct Cluster {
+    config: Config,
+}
+
+impl Cluster {
+    pub fn new(config: Config) -> Cluster {
+        Cluster { config }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Runs an SPMD program: `setup` on every node, then its returned body on every
+    /// processor. Returns when every processor has finished, or with an error naming the
+    /// node that failed.
+    pub fn run<S, B, R>(&self, setup: S) -> Result<Report<R>, DsmError>
+    where
+        S: Fn(&mut Setup) -> B + Sync,
+        B: Fn(&Proc) -> R + Sync,
+        R: Serialize + DeserializeOwned + Send,
+    {
+        let cfg = &self.config;
+        cfg.validate()?;
+        let homes = match &cfg.homes_file {
+            Some(path) => Some(read_homes(path, cfg.nodes)?),
+            None => None,
+        };
+        let spec = LaunchSpec {
+            nodes: cfg.nodes,
+            procs: cfg.procs_per_node,
+            heap_bytes: cfg.heap_bytes,
+            profile: cfg.profile.clone(),
+            mode: cfg.mode,
+            child_args: cfg.child_args.clone(),
+            trace_entries: 0,
+        };
+        let outcomes = launch(&spec, |ctx| run_node(cfg, ctx, &setup, homes.as_deref()))?;
+        let mut report = Report {
+            results: Vec::new(),
+            procs: Vec::new(),
+            node_counters: Vec::new(),
+            counters: Counters::default(),
+            elapsed_ns: 0,
+            protocol: cfg.protocol.name.to_string(),
+            network: cfg.profile.name.to_string(),
+            nodes: cfg.nodes,
+            procs_per_node: cfg.procs_per_node,
+            page_bytes: cfg.page_bytes,
+            backend: cfg.backend.to_string(),
+            mode: cfg.mode.to_string(),
+        };
+        for bytes in outcomes {
+            let o: NodeOutcome<R> = serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
+            report.counters.add(&o.counters);
+            report.node_counters.push(o.counters);
+            report.elapsed_ns = report.elapsed_ns.max(o.elapsed_ns);
+            for (pr, r) in o.results {
+                report.procs.push(pr);
+                report.results.push(r);
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn read_homes(path: &std::path::Path, nodes: usize) -> Result<Vec<(u32, u8)>, DsmError> {
+    let err = |why: String| DsmError::HomesFile { path: path.to_path_buf(), why };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut it = line.split_whitespace();
+        let (Some(p), Some(h), None) = (it.next(), it.next(), it.next()) else {
+            return Err(err(format!("line {}: expected `page home`", i + 1)));
+        };
+        let p: u32 = p.parse().map_err(|_| err(format!("line {}: `{p}` is not a page number", i + 1)))?;
+        let h: u8 = h.parse().map_err(|_| err(format!("line {}: `{h}` is not a node number", i + 1)))?;
+        if h as usize >= nodes {
+            return Err(err(format!("line {}: node {h} does not exist in a {nodes}-node cluster", i + 1)));
+        }
+        out.push((p, h));
+    }
+    Ok(out)
+}
+
+/// Fixed address of the application view in node processes, so it is the same on every
+/// node (DESIGN.md: "In multi-process mode the app view sits at the same address").
+const PROCESS_VIEW_ADDR: usize = 0x5a00_0000_0000;
+
+fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
+    // SAFETY: ctx is the address of the Node that run_node keeps alive (through an Arc it
+    // holds) for as long as the fault registration exists.
+    let node = unsafe { &*(ctx as *const Node) };
+    let offset = access.addr - node.app_base;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.fault(offset, access.write)));
+    match outcome {
+        Ok(Ok(())) => true,
+        Ok(Err(msg)) => crate::launch::fail_from_fault_handler(node.net.fabric(), node.id, &msg),
+        Err(_) if node.net.fabric().aborted() => {
+            // The cluster is going down: let the access proceed on whatever the page holds;
+            // the processor's next runtime call unwinds with the abort message.
+            node.protector.set((offset / node.page_bytes) as u32, crate::engine::Access::Write);
+            true
+        }
+        Err(p) => {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            crate::launch::fail_from_fault_handler(
+                node.net.fabric(),
+                node.id,
+                &format!("protocol failure in a fault handler: {}", msg.unwrap_or_default()),
+            )
+        }
+    }
+}
+
+fn run_node<S, B, R>(cfg: &Config, ctx: NodeCtx, setup_fn: &S, homes: Option<&[(u32, u8)]>) -> crate::launch::NodeResult
+where
+    S: Fn(&mut Setup) -> B + Sync,
+    B: Fn(&Proc) -> R + Sync,
+    R: Serialize + DeserializeOwned + Send,
+{
+    let fail = |e: &dyn std::fmt::Display| e.to_string();
+    let fabric = ctx.fabric;
+    let heap_bytes = cfg.heap_bytes;
+    // The application view: PROT_NONE until the protocol opens pages.
+    let view = match cfg.mode {
+        ExecMode::Processes => sys::map_shared_fixed_noreplace(
+            fabric.fd(),
+            fabric.heap_file_offset(ctx.node),
+            heap_bytes,
+            sys::Prot::None,
+            PROCESS_VIEW_ADDR,
+        ),
+        ExecMode::Threads => sys::map_shared(fabric.fd(), fabric.heap_file_offset(ctx.node), heap_bytes, sys::Prot::None),
+    }
+    .map_err(|e| fail(&format!("cannot map the shared heap: {e}")))?;
+    let mut setup = Setup {
+        node: ctx.node,
+        nodes: cfg.nodes,
+        procs_per_node: cfg.procs_per_node,
+        base: view.addr(),
+        heap_bytes,
+        page_bytes: cfg.page_bytes,
+        used: 0,
+        allocations: Vec::new(),
+        nlocks: 0,
+        nbarriers: 0,
+        nflags: 0,
+        error: None,
+    };
+    let body = setup_fn(&mut setup);
+    if let Some(e) = setup.error.take() {
+        return Err(e.to_string());
+    }
+    let heap_used = setup.used.max(cfg.page_bytes);
+    let npages = heap_used / cfg.page_bytes;
+    if npages > u32::MAX as usize {
+        return Err("the heap has more pages than the directory can name".into());
+    }
+    if cfg.mode == ExecMode::Threads {
+        let maps_per_node = npages + 16;
+        if let Some(limit) = sys::max_map_count() {
+            if maps_per_node * cfg.nodes > limit {
+                return Err(format!(
+                    "{} nodes x {npages} pages could need {} memory mappings in one process, above vm.max_map_count = {limit}; use --exec processes (one node per process) or a smaller input",
+                    cfg.nodes,
+                    maps_per_node * cfg.nodes
+                ));
+            }
+        }
+    }
+    let net = Net::new(Arc::clone(&fabric), ctx.node);
+    let proto = cfg.protocol;
+    let build = || -> Result<(Directory, SyncState, Regions), DsmError> {
+        let dir = match proto.metadata {
+            MetadataStrategy::Replicated => Directory::replicated(&net, npages)?,
+            MetadataStrategy::HomeHeld => Directory::home_held(cfg.nodes, npages),
+        };
+        // One extra barrier: the engine's own, at the end of the run.
+        let sync = SyncState::new(proto.sync, &net, setup.nlocks, setup.nbarriers + 1, setup.nflags)?;
+        let data = match proto.data {
+            DataStrategy::RemoteWrite => {
+                let space = net.space_left();
+                if heap_used as u64 > space {
+                    return Err(DsmError::DataSetTooLarge {
+                        data_mib: heap_used as f64 / (1 << 20) as f64,
+                        space_mib: cfg.profile.address_space_bytes.min(crate::net::profile::MAX_SIMULATED_ADDRESS_SPACE) >> 20,
+                        network: cfg.profile.title.to_string(),
+                        protocol: proto.name.to_string(),
+                    });
+                }
+                Some(net.alloc_region(heap_used as u64, Backing::Heap { heap_offset: 0 }, "master copies of shared data")?)
+            }
+            DataStrategy::Messages => None,
+        };
+        Ok((dir, sync, Regions { data }))
+    };
+    let (dir, sync, regions) = build().map_err(|e| e.to_string())?;
+    let nbarriers = sync.nbarriers;
+    let node = Arc::new(Node::new(
+        ctx.node,
+        cfg.procs_per_node,
+        cfg.page_bytes,
+        proto,
+        net,
+        view.addr(),
+        fabric.heap_ptr(ctx.node, 0) as usize,
+        setup.allocations.clone(),
+        heap_used,
+        dir,
+        sync,
+        regions,
+        Protector::new(cfg.backend, view.addr(), cfg.page_bytes),
+    ));
+    if let Some(homes) = homes {
+        for &(p, h) in homes {
+            if (p as usize) < node.npages {
+                node.preset_home(p, h as usize);
+            }
+        }
+    }
+    let registration = sys::register_fault_range(view.addr(), heap_bytes, Arc::as_ptr(&node) as usize, on_fault)
+        .map_err(|e| fail(&e))?;
+    // Every node must have attached its receive regions before anyone transmits.
+    crate::launch::startup_barrier(&fabric, ctx.node).map_err(|e| e.to_string())?;
+    let start = sys::monotonic_ns();
+    let results: Vec<(ProcReport, R)> = std::thread::scope(|s| {
+        let service = {
+            let node = Arc::clone(&node);
+            std::thread::Builder::new()
+                .name(format!("dsm-service-{}", ctx.node))
+                .spawn_scoped(s, move || node.serve())
+                .expect("cannot start the service thread")
+        };
+        let handles: Vec<_> = (0..cfg.procs_per_node)
+            .map(|local| {
+                let node = Arc::clone(&node);
+                let body = &body;
+                std::thread::Builder::new()
+                    .name(format!("dsm-proc-{}-{local}", ctx.node))
+                    .spawn_scoped(s, move || {
+                        sys::ensure_alt_stack().expect("cannot set up the signal stack");
+                        SLOT.with(|c| c.set(Some(local as u16)));
+                        let p = Proc { id: node.id * node.procs + local, local, node: Arc::clone(&node) };
+                        Clock::start();
+                        let r = body(&p);
+                        // The engine's final barrier: no node stops serving while others
+                        // may still need its pages.
+                        p.node.sync.barrier(&p.node, nbarriers - 1);
+                        let breakdown = Clock::stop();
+                        SLOT.with(|c| c.set(None));
+                        sys::drop_alt_stack();
+                        (ProcReport { id: p.id, node: p.node.id, breakdown }, r)
+                    })
+                    .expect("cannot start a processor thread")
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut panic = None;
+        for h in handles {
+            match h.join() {
+                Ok(r) => out.push(r),
+                Err(p) => panic = Some(p),
+            }
+        }
+        node.stop_service();
+        let _ = service.join();
+        if let Some(p) = panic {
+            std::panic::resume_unwind(p);
+        }
+        out
+    });
+    let elapsed_ns = sys::monotonic_ns() - start;
+    drop(registration);
+    let mut counters = node.counters.snapshot();
+    let net = fabric.counters(ctx.node);
+    counters.messages = net.messages;
+    counters.message_bytes = net.message_bytes;
+    counters.packets = net.packets;
+    counters.net_bytes = net.bytes;
+    counters.broadcasts = net.broadcasts;
+    let outcome = NodeOutcome { results, counters, elapsed_ns };
+    let bytes = serde_json::to_vec(&outcome).map_err(|e| fail(&e))?;
+    drop(node);
+    drop(view);
+    Ok(bytes)
+}

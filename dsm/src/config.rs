@@ -1,0 +1,246 @@
+//! Cluster configuration: shape, protocol strategies, network, pages, fault backend,
+//! execution mode, heap size; with `DSM_*` environment overrides and the errors a bad
+//! configuration gets.
+
+use crate::launch::ExecMode;
+use crate::net::{profile, Features, Profile};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// How modified shared data reaches the home node (the paper's "data" column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DataStrategy {
+    /// Master copies live in network address space; diffs are remote-written into them.
+    RemoteWrite,
+    /// Diffs travel as explicit messages that the home applies and acknowledges.
+    Messages,
+}
+
+/// Where the page directory and write notices live (the paper's "metadata" column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataStrategy {
+    /// Every node holds the whole directory, updated by broadcast remote writes; write
+    /// notices are remote-written into per-node lists.
+    Replicated,
+    /// The home holds a page's entry; other nodes ask it (piggybacked on fetches and
+    /// diffs); write notices are explicit messages.
+    HomeHeld,
+}
+
+/// How locks, barriers and flags work (the paper's "synchronization" column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SyncStrategy {
+    /// Memory Channel locks, barriers and flags built on remote write, broadcast,
+    /// loopback and total order.
+    Network,
+    /// A manager node per object, reached by explicit messages.
+    Messages,
+}
+
+/// How a page's home is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HomePolicy {
+    /// The first node to touch a page becomes its home, for good.
+    FirstTouch,
+    /// Homes move to writers (section 2.3.5).
+    Migrating,
+}
+
+/// A protocol: one strategy per area of communication.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protocol {
+    pub name: &'static str,
+    pub data: DataStrategy,
+    pub metadata: MetadataStrategy,
+    pub sync: SyncStrategy,
+    pub home: HomePolicy,
+    /// Adaptive broadcast of widely read pages (section 2.3.6).
+    pub adaptive_broadcast: bool,
+}
+
+impl Protocol {
+    /// The network features this protocol relies on.
+    pub fn needs(&self) -> Features {
+        let mc = Features { remote_write: true, broadcast: true, total_order: true, loopback: false, remote_read: false };
+        let mut f = Features::NONE;
+        if self.data == DataStrategy::RemoteWrite {
+            f.remote_write = true;
+            f.total_order = true;
+        }
+        if self.metadata == MetadataStrategy::Replicated {
+            f = Features { loopback: f.loopback, ..mc };
+        }
+        if self.sync == SyncStrategy::Network {
+            f = Features { loopback: true, ..mc };
+        }
+        f
+    }
+
+    /// Parts of the protocol the engine does not implement yet.
+    pub fn unsupported(&self) -> Option<&'static str> {
+        if self.home == HomePolicy::Migrating {
+            return Some("home migration is not implemented yet");
+        }
+        if self.adaptive_broadcast {
+            return Some("adaptive data broadcast is not implemented yet");
+        }
+        if self.data == DataStrategy::RemoteWrite && self.metadata != MetadataStrategy::Replicated {
+            return Some("remote-write data needs the replicated directory");
+        }
+        None
+    }
+}
+
+/// Which mechanism turns page accesses into protocol entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FaultBackend {
+    /// mprotect on the application view, SIGSEGV handled in the faulting thread.
+    Mprotect,
+    /// userfaultfd minor and write-protect faults delivered as SIGBUS to the faulting thread.
+    Userfaultfd,
+}
+
+impl std::str::FromStr for FaultBackend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mprotect" => Ok(FaultBackend::Mprotect),
+            "userfaultfd" | "uffd" => Ok(FaultBackend::Userfaultfd),
+            _ => Err(format!("unknown fault backend `{s}`; valid backends: mprotect, userfaultfd")),
+        }
+    }
+}
+
+impl std::fmt::Display for FaultBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FaultBackend::Mprotect => "mprotect",
+            FaultBackend::Userfaultfd => "userfaultfd",
+        })
+    }
+}
+
+/// Everything needed to start a cluster.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub nodes: usize,
+    pub procs_per_node: usize,
+    pub protocol: Protocol,
+    pub profile: Profile,
+    /// Coherence page size: a power-of-two multiple of the host page (4 or 8 KiB).
+    pub page_bytes: usize,
+    pub backend: FaultBackend,
+    pub mode: ExecMode,
+    /// Virtual size of the shared heap per node.
+    pub heap_bytes: usize,
+    /// A file of page-to-home assignments to replay (one `page home` pair per line).
+    pub homes_file: Option<PathBuf>,
+    /// Arguments for node processes (see [`crate::launch`]).
+    pub child_args: Option<Vec<OsString>>,
+}
+
+/// The errors a user of the DSM can get. Every message says what happened and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum DsmError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("{protocol} needs {missing} from the network, which {network} does not have; choose a protocol that uses explicit messages for that (for example CSM-None) or another network")]
+    MissingFeatures { protocol: String, missing: String, network: String },
+    #[error("{protocol} is not available: {why}")]
+    Unsupported { protocol: String, why: String },
+    #[error("data set of {data_mib:.1} MiB does not fit the network address space of {network} ({space_mib} MiB); {protocol} places all shared data there; use CSM-MS or CSM-None, or a smaller input")]
+    DataSetTooLarge { data_mib: f64, space_mib: u64, network: String, protocol: String },
+    #[error("shared allocations of {wanted} bytes exceed the heap of {heap} bytes; raise the heap size (DSM_HEAP_MB or the builder's heap_bytes)")]
+    HeapExhausted { wanted: usize, heap: usize },
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
+    #[error(transparent)]
+    Net(#[from] crate::net::NetError),
+    #[error("cannot read the homes file {path}: {why}")]
+    HomesFile { path: PathBuf, why: String },
+    #[error("a node's result could not be decoded: {0}")]
+    Result(String),
+}
+
+impl Config {
+    /// A configuration with the given shape and protocol and sensible defaults: Memory
+    /// Channel 2, 8 KiB pages, mprotect faults, threads, 256 MiB heap. `DSM_*`
+    /// environment variables override the defaults (see [`Config::apply_env`]).
+    pub fn new(nodes: usize, procs_per_node: usize, protocol: Protocol) -> Config {
+        Config {
+            nodes,
+            procs_per_node,
+            protocol,
+            profile: profile::by_name("mc2").expect("mc2 exists"),
+            page_bytes: 8192,
+            backend: FaultBackend::Mprotect,
+            mode: ExecMode::Threads,
+            heap_bytes: 256 << 20,
+            homes_file: None,
+            child_args: None,
+        }
+    }
+
+    /// Applies `DSM_NETWORK`, `DSM_PAGE_KB`, `DSM_BACKEND`, `DSM_EXEC` and `DSM_HEAP_MB`.
+    pub fn apply_env(mut self) -> Result<Config, DsmError> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        if let Some(v) = var("DSM_NETWORK") {
+            self.profile = profile::by_name(&v).map_err(|e| DsmError::Config(e.to_string()))?;
+        }
+        if let Some(v) = var("DSM_PAGE_KB") {
+            let kb: usize = v.parse().map_err(|_| DsmError::Config(format!("DSM_PAGE_KB=`{v}` is not a number")))?;
+            self.page_bytes = kb * 1024;
+        }
+        if let Some(v) = var("DSM_BACKEND") {
+            self.backend = v.parse().map_err(DsmError::Config)?;
+        }
+        if let Some(v) = var("DSM_EXEC") {
+            self.mode = v.parse().map_err(DsmError::Config)?;
+        }
+        if let Some(v) = var("DSM_HEAP_MB") {
+            let mb: usize = v.parse().map_err(|_| DsmError::Config(format!("DSM_HEAP_MB=`{v}` is not a number")))?;
+            self.heap_bytes = mb << 20;
+        }
+        Ok(self)
+    }
+
+    /// Checks everything that can be checked before starting.
+    pub fn validate(&self) -> Result<(), DsmError> {
+        let bad = |m: String| Err(DsmError::Config(m));
+        if self.nodes == 0 {
+            return bad("a cluster needs at least one node; got 0".into());
+        }
+        if self.nodes > crate::net::MAX_NODES {
+            return bad(format!("{} nodes requested; at most {} are supported", self.nodes, crate::net::MAX_NODES));
+        }
+        if self.procs_per_node == 0 {
+            return bad("each node needs at least one processor; got 0".into());
+        }
+        if self.procs_per_node > 64 {
+            return bad(format!("{} processors per node requested; at most 64 are supported", self.procs_per_node));
+        }
+        let host = crate::sys::host_page_size();
+        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 65536 {
+            return bad(format!(
+                "page size {} bytes is not a power-of-two multiple of the host page ({host} bytes) of at most 64 KiB; use 4096 or 8192",
+                self.page_bytes
+            ));
+        }
+        if self.heap_bytes == 0 || self.heap_bytes % self.page_bytes != 0 {
+            return bad(format!("heap size {} is not a positive multiple of the page size {}", self.heap_bytes, self.page_bytes));
+        }
+        if let Some(why) = self.protocol.unsupported() {
+            return Err(DsmError::Unsupported { protocol: self.protocol.name.into(), why: why.into() });
+        }
+        let missing = self.profile.features.missing(&self.protocol.needs());
+        if !missing.is_empty() {
+            return Err(DsmError::MissingFeatures {
+                protocol: self.protocol.name.into(),
+                missing: missing.join(" and "),
+                network: self.profile.title.into(),
+            });
+        }
+        Ok(())
+    }
+}

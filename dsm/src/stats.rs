@@ -1,0 +1,204 @@
+//! Counters and the per-processor time breakdown (User / Protocol / Wait / Message, the
+//! paper's Figure 1).
+//!
+//! Every runtime entry (a fault, a lock, a barrier, a flag) goes through [`Clock::enter`],
+//! which charges the time since the last entry to User and the time inside to Protocol,
+//! except the parts spent blocked on a reply ([`Clock::message`]) or on another processor
+//! ([`Clock::wait`]). This is the one place the modeled clock will hook into.
+
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Protocol counters of one node (summed over nodes in a report).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Pages fetched from their home.
+    pub page_transfers: u64,
+    /// Pages invalidated because of write notices.
+    pub invalidations: u64,
+    pub twins: u64,
+    pub diffs: u64,
+    pub diff_bytes: u64,
+    /// Write notices sent (one per page per destination node).
+    pub write_notices: u64,
+    pub migrations: u64,
+    pub migration_attempts: u64,
+    pub read_faults: u64,
+    pub write_faults: u64,
+    /// Pages flushed to their home before the node dropped them.
+    pub flushes_before_drop: u64,
+    /// Write faults that took a page into exclusive mode (no twin, no dirty list).
+    pub exclusive_entries: u64,
+    /// Exclusive pages downgraded because a second sharer appeared.
+    pub exclusive_exits: u64,
+    pub lock_acquires: u64,
+    pub barriers: u64,
+    pub flag_sets: u64,
+    pub flag_waits: u64,
+    /// From the network layer.
+    pub messages: u64,
+    pub message_bytes: u64,
+    pub packets: u64,
+    pub net_bytes: u64,
+    pub broadcasts: u64,
+}
+
+macro_rules! node_counters {
+    ($($f:ident),* $(,)?) => {
+        /// The live counters of one node, updated by its processors and service thread.
+        #[derive(Debug, Default)]
+        pub struct NodeCounters { $(pub $f: AtomicU64,)* }
+
+        impl NodeCounters {
+            pub fn snapshot(&self) -> Counters {
+                Counters { $($f: self.$f.load(Ordering::Relaxed),)* ..Counters::default() }
+            }
+        }
+
+        impl Counters {
+            pub fn add(&mut self, o: &Counters) {
+                $(self.$f += o.$f;)*
+                self.messages += o.messages;
+                self.message_bytes += o.message_bytes;
+                self.packets += o.packets;
+                self.net_bytes += o.net_bytes;
+                self.broadcasts += o.broadcasts;
+            }
+        }
+    };
+}
+
+node_counters!(
+    page_transfers, invalidations, twins, diffs, diff_bytes, write_notices, migrations,
+    migration_attempts, read_faults, write_faults, flushes_before_drop, exclusive_entries,
+    exclusive_exits, lock_acquires, barriers, flag_sets, flag_waits,
+);
+
+impl NodeCounters {
+    pub fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Where a processor's time went, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Breakdown {
+    pub user_ns: u64,
+    pub protocol_ns: u64,
+    pub wait_ns: u64,
+    pub message_ns: u64,
+}
+
+impl Breakdown {
+    pub fn total_ns(&self) -> u64 {
+        self.user_ns + self.protocol_ns + self.wait_ns + self.message_ns
+    }
+}
+
+thread_local! {
+    static CLOCK: Cell<Option<ClockState>> = const { Cell::new(None) };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ClockState {
+    /// When the current runtime entry began (0 outside any entry).
+    entered_at: u64,
+    /// When the processor last left the runtime.
+    left_at: u64,
+    /// Nesting depth of runtime entries.
+    depth: u32,
+    /// Time inside the current entry already charged to Wait or Message.
+    excluded: u64,
+    b: Breakdown,
+}
+
+/// The per-processor wall clock. Each processor thread starts one with [`Clock::start`].
+pub struct Clock;
+
+impl Clock {
+    pub fn start() {
+        let now = crate::sys::monotonic_ns();
+        CLOCK.with(|c| c.set(Some(ClockState { entered_at: 0, left_at: now, depth: 0, excluded: 0, b: Breakdown::default() })));
+    }
+
+    /// Stops the clock and returns the breakdown.
+    pub fn stop() -> Breakdown {
+        let now = crate::sys::monotonic_ns();
+        CLOCK.with(|c| match c.take() {
+            Some(mut s) => {
+                s.b.user_ns += now.saturating_sub(s.left_at);
+                s.b
+            }
+            None => Breakdown::default(),
+        })
+    }
+
+    /// Enters the runtime; the returned guard leaves it.
+    pub fn enter() -> Entry {
+        let now = crate::sys::monotonic_ns();
+        CLOCK.with(|c| {
+            if let Some(mut s) = c.get() {
+                if s.depth == 0 {
+                    s.b.user_ns += now.saturating_sub(s.left_at);
+                    s.entered_at = now;
+                    s.excluded = 0;
+                }
+                s.depth += 1;
+                c.set(Some(s));
+            }
+        });
+        Entry { _private: () }
+    }
+
+    fn charge(f: impl FnOnce(&mut Breakdown, u64), start: u64) {
+        let now = crate::sys::monotonic_ns();
+        let d = now.saturating_sub(start);
+        CLOCK.with(|c| {
+            if let Some(mut s) = c.get() {
+                f(&mut s.b, d);
+                s.excluded += d;
+                c.set(Some(s));
+            }
+        });
+    }
+
+    /// Runs `f`, charging its time to Message (blocked on the network).
+    pub fn message<T>(f: impl FnOnce() -> T) -> T {
+        let start = crate::sys::monotonic_ns();
+        let r = f();
+        Self::charge(|b, d| b.message_ns += d, start);
+        r
+    }
+
+    /// Runs `f`, charging its time to Wait (blocked on another processor).
+    pub fn wait<T>(f: impl FnOnce() -> T) -> T {
+        let start = crate::sys::monotonic_ns();
+        let r = f();
+        Self::charge(|b, d| b.wait_ns += d, start);
+        r
+    }
+}
+
+/// An open runtime entry; dropping it leaves the runtime.
+#[must_use]
+pub struct Entry {
+    _private: (),
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let now = crate::sys::monotonic_ns();
+        CLOCK.with(|c| {
+            if let Some(mut s) = c.get() {
+                s.depth -= 1;
+                if s.depth == 0 {
+                    let inside = now.saturating_sub(s.entered_at);
+                    s.b.protocol_ns += inside.saturating_sub(s.excluded);
+                    s.left_at = now;
+                }
+                c.set(Some(s));
+            }
+        });
+    }
+}
