@@ -367,6 +367,28 @@ pub struct Report<R> {
     pub mode: String,
 }
 
+impl<R> Report<R> {
+    /// Separates the processors' results from the rest of the report.
+    pub fn take_results(self) -> (Vec<R>, Report<()>) {
+        let results = self.results;
+        let rest = Report {
+            results: vec![(); results.len()],
+            procs: self.procs,
+            node_counters: self.node_counters,
+            counters: self.counters,
+            elapsed_ns: self.elapsed_ns,
+            protocol: self.protocol,
+            network: self.network,
+            nodes: self.nodes,
+            procs_per_node: self.procs_per_node,
+            page_bytes: self.page_bytes,
+            backend: self.backend,
+            mode: self.mode,
+        };
+        (results, rest)
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct NodeOutcome<R> {
     results: Vec<(ProcReport, R)>,

@@ -221,9 +221,9 @@ impl Config {
             return bad(format!("{} processors per node requested; at most 64 are supported", self.procs_per_node));
         }
         let host = crate::sys::host_page_size();
-        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 65536 {
+        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 16384 {
             return bad(format!(
-                "page size {} bytes is not a power-of-two multiple of the host page ({host} bytes) of at most 64 KiB; use 4096 or 8192",
+                "page size {} bytes is not a power-of-two multiple of the host page ({host} bytes) of at most 16 KiB; use 4096 or 8192",
                 self.page_bytes
             ));
         }

@@ -114,6 +114,8 @@ pub(crate) struct Node {
     /// Pages flushed before being dropped, whose write notices are owed at the next release,
     /// with the sharers to notify.
     owed: Mutex<Vec<(u32, u64)>>,
+    releasing: Mutex<()>,
+    acquiring: Mutex<()>,
     pub dir: Directory,
     pub sync: SyncState,
     pub regions: Regions,
@@ -169,6 +171,8 @@ impl Node {
             homes: (0..npages).map(|_| AtomicU8::new(NO_HOME)).collect(),
             dirty: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
+            releasing: Mutex::new(()),
+            acquiring: Mutex::new(()),
             dir,
             sync,
             regions,
@@ -185,6 +189,7 @@ impl Node {
     }
 
     /// This node's copy of page `p`, through the alias.
+    #[allow(clippy::mut_from_ref)] // exclusive by the page lock the caller holds
     fn alias_page(&self, p: u32) -> &mut [u8] {
         assert!((p as usize) < self.npages);
         // SAFETY: the alias maps this node's whole heap (heap_used <= heap size) for the
@@ -373,8 +378,12 @@ impl Node {
     /// notices to the other sharers (section 2.2). When this returns, every write this
     /// node made before the call is at its home and noticed.
     pub fn release(&self) {
+        // One release at a time per node: a processor whose writes another processor's
+        // release is flushing must not complete its own release before that flush and its
+        // notices are done.
+        let _one = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
         let pages = std::mem::take(&mut *self.dirty.lock().expect("poisoned"));
-        let mut noticed = std::mem::take(&mut *self.owed.lock().expect("poisoned"));
+        let mut noticed = Vec::with_capacity(pages.len());
         for p in pages {
             let mut st = self.page(p);
             if !st.dirty {
@@ -394,6 +403,9 @@ impl Node {
             drop(st);
             noticed.push((p, sharers));
         }
+        // Taken after the pages: a page that an acquire flushed while we waited for its
+        // lock is owed a notice, and we must send it before this release completes.
+        noticed.extend(std::mem::take(&mut *self.owed.lock().expect("poisoned")));
         self.send_notices(&noticed);
     }
 
@@ -418,9 +430,29 @@ impl Node {
                 self.dir.sharers(self, p)
             }
             DataStrategy::Messages => {
+                // A diff of scattered bytes can outgrow one message: split it at run
+                // boundaries. The last acknowledgement carries the sharing set.
                 let mut out = Vec::new();
-                Clock::message(|| self.net.request(home, kind::DIFF, my_slot(self), &d, &mut out))
-                    .unwrap_or_else(|e| Self::net_err(e));
+                let mut msg = Vec::with_capacity(d.len().min(crate::net::MAX_MESSAGE_BYTES));
+                let mut runs = diff::runs(&d[4..]).peekable();
+                loop {
+                    msg.clear();
+                    msg.extend_from_slice(&p.to_le_bytes());
+                    while let Some(&(off, bytes)) = runs.peek() {
+                        if msg.len() + 4 + bytes.len() > crate::net::MAX_MESSAGE_BYTES && msg.len() > 4 {
+                            break;
+                        }
+                        msg.extend_from_slice(&(off as u16).to_le_bytes());
+                        msg.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+                        msg.extend_from_slice(bytes);
+                        runs.next();
+                    }
+                    Clock::message(|| self.net.request(home, kind::DIFF, my_slot(self), &msg, &mut out))
+                        .unwrap_or_else(|e| Self::net_err(e));
+                    if runs.peek().is_none() {
+                        break;
+                    }
+                }
                 match self.protocol.metadata {
                     MetadataStrategy::HomeHeld => u64::from_le_bytes(out[..8].try_into().expect("sharers in ack")),
                     MetadataStrategy::Replicated => self.dir.sharers(self, p),
@@ -448,6 +480,9 @@ impl Node {
 
     /// Acquire: invalidate every page named by a write notice received so far.
     pub fn acquire(&self) {
+        // One acquire at a time per node: notices are taken node-wide, so a second acquirer
+        // must not return before the first has invalidated what it took.
+        let _one = self.acquiring.lock().unwrap_or_else(|e| e.into_inner());
         let (pages, all) = self.dir.take_notices(self);
         if all {
             for p in 0..self.npages as u32 {
@@ -481,8 +516,12 @@ impl Node {
         self.protector.set(p, Access::Invalid);
         st.access = Access::Invalid;
         st.check(false);
-        drop(st);
+        // Leave the sharing set while still holding the page lock: otherwise another
+        // processor of this node could fault the page back in, and its join could reach
+        // the directory before our leave, leaving the node out of the set while it holds
+        // a copy (and so out of later write notices).
         self.dir.leave(self, p, home);
+        drop(st);
         NodeCounters::bump(&self.counters.invalidations);
     }
 

@@ -251,8 +251,10 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     }
 }
 
-/// Wakes up to `n` waiters on `word`.
+/// Wakes up to `n` waiters on `word`. The kernel reads `n` as a signed int: pass at most
+/// `i32::MAX` (larger values wake one waiter).
 pub fn futex_wake(word: &AtomicU32, n: u32) {
+    let n = n.min(i32::MAX as u32);
     // SAFETY: word is a valid, aligned u32; FUTEX_WAKE does not access it.
     unsafe {
         libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n, 0usize, 0usize, 0u32);

@@ -1,1 +1,73 @@
-fn main() {}
+//! `cashmere`: run the applications under the protocol variants, print the network
+//! profiles, and measure the basic operations.
+
+mod apps;
+mod bench;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cashmere", version, about = "A Cashmere-style software DSM: applications, protocol variants, networks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one application: sequential, then parallel, then check (`cashmere run <app> --help`
+    /// lists the app's parameters).
+    Run(run::RunArgs),
+    /// Run every application under each variant and print a summary table (the default
+    /// main job).
+    Suite(run::SuiteArgs),
+    /// Print the network profiles (features and costs, with sources).
+    Profiles,
+    /// Measure basic operations: `net` (the simulated network) or `proto` (the protocol).
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Suite(a) => run::suite(a),
+        Command::Profiles => {
+            print_profiles();
+            Ok(())
+        }
+        Command::Bench(a) => bench::bench(a),
+    };
+    if let Err(e) = outcome {
+        eprintln!("cashmere: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn print_profiles() {
+    println!(
+        "{:<10} {:<34} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8} {:>10}  features",
+        "name", "network", "lat us", "MB/s", "packet", "send us", "recv us", "bcast us", "space"
+    );
+    for p in dsm::net::profile::all() {
+        let space = if p.address_space_bytes == u64::MAX { "unlimited".to_string() } else { format!("{} MiB", p.address_space_bytes >> 20) };
+        println!(
+            "{:<10} {:<34} {:>9.2} {:>10.1} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>10}  {}",
+            p.name,
+            p.title,
+            p.latency_ns as f64 / 1e3,
+            p.bandwidth_bytes_per_s as f64 / 1e6,
+            p.packet_bytes,
+            p.send_overhead_ns as f64 / 1e3,
+            p.recv_overhead_ns as f64 / 1e3,
+            p.broadcast_extra_ns as f64 / 1e3,
+            space,
+            p.features
+        );
+    }
+    println!();
+    for p in dsm::net::profile::all() {
+        println!("{:<10} source: {}", p.name, p.source);
+    }
+}

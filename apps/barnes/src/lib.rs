@@ -79,7 +79,11 @@
 //!    positions are visible to processor 0's next tree build).
 //!
 //! No locks are needed: the tree has a single writer, and every body a single writer in
-//! each phase. Processor 0 reports the result after the last step.
+//! each phase. Processor 0 reports the result after the last step. The [`parallel`]
+//! module implements this schedule; besides the arrays above it allocates one `u32`
+//! status word, which processor 0 sets before the tree barrier when the build fails
+//! (cells full, a body thrown out of the cube), so that every processor stops after that
+//! barrier and the run returns the sequential version's error instead of hanging.
 //!
 //! # Checking
 //!
@@ -92,6 +96,7 @@
 //! are summed over children in child order, since only the cell numbering would change.
 
 pub mod force;
+pub mod parallel;
 pub mod partition;
 pub mod plummer;
 pub mod tree;
@@ -315,6 +320,15 @@ impl App for Barnes {
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         Ok(simulate(&Config::from_params(params)?)?.summary())
+    }
+
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        let (outcome, report) = parallel::run(&Config::from_params(params)?, config)?;
+        Ok((outcome.summary(), report))
     }
 
     /// Exact on every field: the parallel version performs the same arithmetic in the

@@ -12,6 +12,14 @@ pub mod rng;
 pub use params::{ParamSpec, Params, Size};
 pub use result::{AppResult, Check, Mismatch, Value};
 
+/// Splits a run's report into processor 0's result and a report without results, the way
+/// every app returns from [`App::parallel`]. Processor 0 must return `Some(result)`.
+pub fn split_report(report: dsm::Report<Option<AppResult>>) -> Result<(AppResult, dsm::Report<()>), AppError> {
+    let (results, report) = report.take_results();
+    let first = results.into_iter().next().flatten();
+    first.map(|r| (r, report)).ok_or_else(|| AppError::Other("processor 0 returned no result".into()))
+}
+
 use std::path::PathBuf;
 
 /// Errors an application reports to the user. Every message says what went wrong and,
@@ -28,6 +36,8 @@ pub enum AppError {
     Malformed { path: PathBuf, line: usize, why: String },
     #[error("{0}")]
     Other(String),
+    #[error(transparent)]
+    Dsm(#[from] dsm::DsmError),
 }
 
 /// The directory holding the shipped input data (TSP instances, the water deck,
@@ -60,6 +70,9 @@ pub trait App: Sync {
     fn params(&self) -> &'static [ParamSpec];
     /// Runs the sequential version, which links no DSM code.
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError>;
+    /// Runs the parallel version on a DSM cluster configured by `config`; returns the
+    /// result summary and the run's report (times and counters).
+    fn parallel(&self, params: &Params, config: &dsm::Config) -> Result<(AppResult, dsm::Report<()>), AppError>;
     /// Compares a parallel result with the sequential one: exact where the arithmetic is
     /// the same, within a stated tolerance where the order of summation differs.
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch>;

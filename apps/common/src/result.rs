@@ -4,14 +4,16 @@ use serde::Serialize;
 use std::fmt;
 
 /// One field of a result summary.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(untagged)]
+// Integers come first so that a JSON round trip (results travel from node processes as
+// JSON) gives back the same variant: serde_json writes floats with a decimal point.
 pub enum Value {
-    F64(f64),
     I64(i64),
+    F64(f64),
     Str(String),
-    F64s(Vec<f64>),
     I64s(Vec<i64>),
+    F64s(Vec<f64>),
 }
 
 impl fmt::Display for Value {
@@ -27,7 +29,7 @@ impl fmt::Display for Value {
 }
 
 /// A result summary: named fields in a fixed order.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct AppResult {
     pub fields: Vec<(String, Value)>,
 }
@@ -179,6 +181,13 @@ mod tests {
         assert!(e.to_string().starts_with("result field `x` differs"));
         let c = AppResult::new().f64("x", 1.1);
         assert!(Check::new(&a, &c).relative("x", 1e-3, 1.0).is_err());
+    }
+
+    #[test]
+    fn values_survive_a_json_round_trip() {
+        let r = AppResult::new().f64("x", 1.0).i64("n", 3).with("v", Value::F64s(vec![0.5, 2.0])).with("t", Value::I64s(vec![1, 2]));
+        let back: AppResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

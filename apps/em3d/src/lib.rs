@@ -73,6 +73,9 @@ use app_common::rng::SplitMix64;
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
 use std::ops::Range;
 
+mod parallel;
+pub use parallel::run_parallel;
+
 /// How the graph is built.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spec {
@@ -387,6 +390,15 @@ impl App for Em3d {
             step(&mut g);
         }
         Ok(summary(checksum(&g.e_values, &g.h_values)))
+    }
+
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        let (spec, iterations) = spec_and_iterations(params)?;
+        run_parallel(&spec, iterations, config)
     }
 
     /// Exact: every node is updated by one processor with the sequential arithmetic, and

@@ -38,6 +38,9 @@
 use app_common::rng::SplitMix64;
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
 
+mod parallel;
+pub use parallel::run_parallel;
+
 /// The processor that owns row `i` when `nprocs` processors run: `i mod nprocs`.
 pub fn owner(i: usize, nprocs: usize) -> usize {
     i % nprocs
@@ -207,6 +210,15 @@ impl App for Gauss {
         let mut m = system(seed, n);
         factor(&mut m, n);
         Ok(summary(max_error(&back_substitute(&m, n))))
+    }
+
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        let (n, seed) = order_and_seed(params)?;
+        run_parallel(n, seed, config)
     }
 
     /// Exact, and within [`ERROR_BOUND`]: each row sees the sequential arithmetic in the

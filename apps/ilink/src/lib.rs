@@ -35,11 +35,17 @@
 //! # Shared data layout
 //!
 //! * `genarrays`: `nperson x ngeno` `f64`, the genotype array of person `p` at
-//!   `p * ngeno ..` — the large shared array, as FASTLINK's pool of genarrays. Reset from
-//!   `base` (same shape, read-only) at the start of every likelihood evaluation.
-//! * `contrib`: `nprocs x ngeno` `f64`, one contribution array per processor.
+//!   `p * ngeno ..` — the large shared array, as FASTLINK's pool of genarrays. The master
+//!   copies `base` into it before the first evaluation, and before each evaluation
+//!   restores from `base` the arrays of the families' connectors, the only ones peeling
+//!   changes.
+//! * `base`: the starting arrays ([`Problem::base`]), same shape, written once by the
+//!   master and read-only after.
+//! * `contrib`: one contribution row of `ngeno` `f64` per processor, each padded to whole
+//!   pages ([`parallel::contrib_stride`]).
 //! * `thetas`: the recombination fractions of the evaluation (written by the master).
-//! * `ln_like`: per-pedigree results and the running log-scale (written by the master).
+//! * `control`: run or done, written by the master before the barrier that starts an
+//!   evaluation; `summary`: the estimate, written by the master before the final barrier.
 //!
 //! The peeling schedule ([`peel::Pedigrees`]), the [`model::Model`] tables and the
 //! [`model::Gametes`] table of the current thetas are read-only and small: every processor
@@ -48,25 +54,27 @@
 //! # Work distribution and synchronization of the parallel version
 //!
 //! Following parallel FASTLINK's ILINK, only the peeling of a nuclear family is split;
-//! the optimizer runs on the master. For each likelihood evaluation:
+//! the optimizer runs on the master ([`parallel`]). For each likelihood evaluation:
 //!
-//! 1. The master writes `thetas` and copies `base` into `genarrays`; **barrier**.
+//! 1. The master writes `thetas`, restores the connectors' arrays and writes "run";
+//!    **barrier**. (After the optimization it writes "done" and the others, seeing it
+//!    after that barrier, leave.)
 //! 2. Every processor builds its gamete table. Then for each family of each pedigree, in
 //!    [`peel::Pedigrees::families`] order:
 //!    a. every processor calls [`peel::prepare`] (reads the family's arrays, same answer
 //!    everywhere);
 //!    b. if [`peel::Job::work`] is below [`peel::MASTER_ALONE_WORK`] the master runs
 //!    [`peel::family_kernel`] over all positions alone; otherwise each processor runs it
-//!    over [`peel::stripe`]`(id, nprocs, n_outer)` into its own `contrib` row;
+//!    over [`peel::stripe`]`(id, nprocs, n_outer)` into its own `contrib` row, then
 //!    **barrier**;
-//!    c. the master [`peel::combine`]s the rows (in processor order; only its own row,
-//!    `nprocs = 1`, when it worked alone) into the target's array and
-//!    [`peel::rescale`]s it, adding the log-scale to the pedigree's total; **barrier**
-//!    (the next family may read the target). The kernel zeroes the row it writes, so no
-//!    other clearing is needed.
+//!    c. the master [`peel::combine_strided`]s the rows (in processor order; only its own
+//!    row when it worked alone) into the target's array and [`peel::rescale`]s it,
+//!    adding the log-scale to the pedigree's total; **barrier** (the next family may read
+//!    the target, and its kernels overwrite the rows just read). The kernel zeroes the
+//!    row it writes, so no other clearing is needed.
 //! 3. The master sums each pedigree's root array ([`peel::pedigree_ln_likelihoods`] shows
 //!    the sequential order) and returns `-2 ln L` to the optimizer; the others wait at the
-//!    barrier of the next evaluation (or a flag saying the optimization is over).
+//!    barrier of the next evaluation.
 //!
 //! Peeling up, every genotype of the target is computed by one processor with the same
 //! arithmetic as sequentially, so the result is exact. Peeling down (onto a child), each
@@ -78,6 +86,7 @@ pub mod generate;
 pub mod linkage;
 pub mod model;
 pub mod optimize;
+pub mod parallel;
 pub mod peel;
 
 use app_common::{
@@ -158,10 +167,11 @@ impl Problem {
         -2.0 * self.pedigree_ln_likelihoods(thetas, ws).iter().sum::<f64>()
     }
 
-    /// Bytes of shared data of the parallel version with `nprocs` processors:
-    /// `genarrays`, `base` and the contribution arrays.
-    pub fn shared_bytes(&self, nprocs: usize) -> usize {
-        8 * self.model.ngeno * (2 * self.pedigrees.nperson + nprocs)
+    /// Bytes of shared data of the parallel version with `nprocs` processors and pages
+    /// of `page_bytes`: `genarrays`, `base` and the padded contribution rows.
+    pub fn shared_bytes(&self, nprocs: usize, page_bytes: usize) -> usize {
+        let g = self.model.ngeno;
+        8 * (2 * g * self.pedigrees.nperson + nprocs * parallel::contrib_stride(g, page_bytes))
     }
 }
 
@@ -178,11 +188,24 @@ pub struct Estimate {
 /// Maximizes the likelihood over the recombination fractions flagged for iteration.
 pub fn estimate(problem: &Problem) -> Result<Estimate, AppError> {
     let mut ws = Workspace::default();
+    estimate_with(problem, |thetas| {
+        problem.pedigree_ln_likelihoods(thetas, &mut ws)
+    })
+}
+
+/// [`estimate`] with the likelihood computed by `ln_likes`, which returns the natural log
+/// of each pedigree's likelihood at the given recombination fractions (all intervals, in
+/// chromosome order). The sequential version peels on one processor; the parallel one
+/// runs this on the master with a cluster-wide evaluation.
+pub fn estimate_with(
+    problem: &Problem,
+    mut ln_likes: impl FnMut(&[f64]) -> Vec<f64>,
+) -> Result<Estimate, AppError> {
     let start = problem.data.thetas.clone();
     let free: Vec<usize> = (0..start.len())
         .filter(|&i| problem.data.iterate[i])
         .collect();
-    check_consistent(problem, &start, &mut ws)?;
+    check_consistent(problem, &start, &mut ln_likes)?;
     let full = |x: &[f64]| {
         let mut t = start.clone();
         for (k, &i) in free.iter().enumerate() {
@@ -192,7 +215,7 @@ pub fn estimate(problem: &Problem) -> Result<Estimate, AppError> {
     };
     let x0: Vec<f64> = free.iter().map(|&i| start[i]).collect();
     let outcome = optimize::minimize(
-        |x| problem.neg2_ln_like(&full(x), &mut ws),
+        |x| -2.0 * ln_likes(&full(x)).iter().sum::<f64>(),
         &x0,
         0.0,
         0.5,
@@ -209,12 +232,16 @@ pub fn estimate(problem: &Problem) -> Result<Estimate, AppError> {
 
 /// A pedigree whose likelihood is zero at the starting values and at free recombination
 /// has data that no genotypes explain (a Mendelian inconsistency): name it.
-fn check_consistent(problem: &Problem, start: &[f64], ws: &mut Workspace) -> Result<(), AppError> {
-    let at_start = problem.pedigree_ln_likelihoods(start, ws);
+fn check_consistent(
+    problem: &Problem,
+    start: &[f64],
+    ln_likes: &mut impl FnMut(&[f64]) -> Vec<f64>,
+) -> Result<(), AppError> {
+    let at_start = ln_likes(start);
     let Some(k) = at_start.iter().position(|l| !l.is_finite()) else {
         return Ok(());
     };
-    let free = problem.pedigree_ln_likelihoods(&vec![0.5; start.len()], ws);
+    let free = ln_likes(&vec![0.5; start.len()]);
     let ped = problem.pedigrees.ped_ids[k];
     Err(AppError::Other(if free[k].is_finite() {
         format!(
@@ -322,6 +349,14 @@ impl App for Ilink {
         Ok(AppResult::new()
             .with("thetas", Value::F64s(est.thetas))
             .f64("neg2_ln_like", est.neg2_ln_like))
+    }
+
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        parallel::run_parallel(&self.problem(params)?, config)
     }
 
     /// The parallel likelihood differs from the sequential one only in the order in which

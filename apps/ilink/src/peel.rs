@@ -451,12 +451,24 @@ pub fn family_kernel(
 /// target's array, adding them in processor order: peeling up the target becomes their
 /// sum (each genotype was written by one processor), peeling down it is multiplied by it.
 pub fn combine(job: &Job, target: &mut [f64], contribs: &[f64], nprocs: usize) {
+    combine_strided(job, target, contribs, target.len(), nprocs);
+}
+
+/// [`combine`] with processor `p`'s contributions at `contribs[p * stride ..]` (the
+/// parallel version pads each processor's row to whole pages).
+pub fn combine_strided(
+    job: &Job,
+    target: &mut [f64],
+    contribs: &[f64],
+    stride: usize,
+    nprocs: usize,
+) {
     let g = target.len();
-    assert!(contribs.len() >= nprocs * g);
+    assert!(stride >= g && nprocs >= 1 && contribs.len() >= (nprocs - 1) * stride + g);
     for (k, t) in target.iter_mut().enumerate() {
         let mut s = 0.0;
         for p in 0..nprocs {
-            s += contribs[p * g + k];
+            s += contribs[p * stride + k];
         }
         *t = if job.down.is_some() { *t * s } else { s };
     }

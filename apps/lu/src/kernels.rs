@@ -153,34 +153,40 @@ pub fn update_interior(
     }
 }
 
+/// The memory a parallel factorization runs on: a view of the whole matrix array and the
+/// barrier that makes other processors' writes visible. The view is taken afresh after
+/// every barrier and never held across one (its borrow of `self` ends before
+/// [`MatrixMemory::barrier`] can be called), as the DSM requires of its aliased slices.
+pub trait MatrixMemory {
+    /// The whole matrix array, valid until the next barrier.
+    fn view(&mut self) -> &mut [f64];
+    /// Waits until every processor has arrived; afterwards every write made before any
+    /// processor's arrival is visible in the next [`MatrixMemory::view`].
+    fn barrier(&mut self);
+}
+
 /// The factorization as processor `id` of a parallel run does it (SPLASH-2 `lu`), once
 /// the input is complete and every processor has passed a barrier: at each step its
-/// share of each phase, `barrier` between the phases, and a last `barrier` after which
-/// the whole matrix is final. `barrier` gets the matrix view so that a model of the
-/// memory system can publish and refresh it; the DSM version just waits: `|_| bar.wait(p)`.
+/// share of each phase, a barrier between the phases, and a last barrier after which
+/// the whole matrix is final. The DSM version's memory is the shared array and a DSM
+/// barrier; `tests/schedule.rs` runs it on a model of release consistency.
 ///
 /// Two barriers per step, as SPLASH-2: the diagonal factorization of step `bk + 1` may
 /// overlap the interior updates of step `bk`, because it touches only block
 /// `(bk+1, bk+1)`, which its own owner updated, and those updates read only row and
 /// column `bk`.
-pub fn factor_parallel(
-    a: &mut [f64],
-    layout: &Layout,
-    owners: &Owners,
-    id: usize,
-    mut barrier: impl FnMut(&mut [f64]),
-) {
+pub fn factor_parallel(mem: &mut impl MatrixMemory, layout: &Layout, owners: &Owners, id: usize) {
     let mine = |bi, bj| owners.owner(bi, bj) == id;
     for bk in 0..layout.nblocks() {
         if mine(bk, bk) {
-            factor_diagonal(a, layout, bk);
+            factor_diagonal(mem.view(), layout, bk);
         }
-        barrier(a); // diagonal block bk is final
-        divide_perimeter(a, layout, bk, mine);
-        barrier(a); // row and column bk are final
-        update_interior(a, layout, bk, mine);
+        mem.barrier(); // diagonal block bk is final
+        divide_perimeter(mem.view(), layout, bk, mine);
+        mem.barrier(); // row and column bk are final
+        update_interior(mem.view(), layout, bk, mine);
     }
-    barrier(a); // every block is final
+    mem.barrier(); // every block is final
 }
 
 /// The whole factorization on one processor: every step, every block.

@@ -5,7 +5,7 @@
 //! would differ from the sequential one. The program must instead match it bit for bit,
 //! and must never write a block it does not own.
 
-use app_lu::{factor, factor_parallel, generate, Layout, Owners, Variant};
+use app_lu::{factor, factor_parallel, generate, Layout, MatrixMemory, Owners, Variant};
 use std::sync::{Barrier, Mutex};
 
 /// Runs the parallel program on `nprocs` threads, each with a private copy of the matrix.
@@ -64,10 +64,14 @@ fn run_model(
                 let mut a = vec![0.0; layout.len()];
                 generate(&mut a, layout, |bi, bj| owners.owner(bi, bj) == id);
                 exchange(&mut a, None);
-                factor_parallel(&mut a, layout, owners, id, |a| {
-                    exchange(a, Some(count));
-                    count += 1;
-                });
+                let mut mem = Model {
+                    a,
+                    barrier: |a: &mut [f64]| {
+                        exchange(a, Some(count));
+                        count += 1;
+                    },
+                };
+                factor_parallel(&mut mem, layout, owners, id);
             });
         }
     });
@@ -76,6 +80,22 @@ fn run_model(
         .flat_map(|j| (0..n).map(move |i| (i, j)))
         .map(|(i, j)| g[layout.index(i, j)])
         .collect()
+}
+
+/// A processor's private copy of the matrix and the exchange its barriers do.
+struct Model<F: FnMut(&mut [f64])> {
+    a: Vec<f64>,
+    barrier: F,
+}
+
+impl<F: FnMut(&mut [f64])> MatrixMemory for Model<F> {
+    fn view(&mut self) -> &mut [f64] {
+        &mut self.a
+    }
+
+    fn barrier(&mut self) {
+        (self.barrier)(&mut self.a);
+    }
 }
 
 /// The sequential factorization, column-major.

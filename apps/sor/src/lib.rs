@@ -27,8 +27,9 @@
 //!
 //! Processor `id` of `nprocs` owns the contiguous band of interior rows
 //! [`rows_of`]`(id, nprocs, rows)` in both arrays (TreadMarks' row bands). It first writes
-//! its band with [`init_rows`] (processor 0 also rows 0 and `rows + 1`), so that first
-//! touch makes it the home of its band, then a **barrier**. Per iteration:
+//! its band with [`init_rows`] (the first processor also edge row 0, the last processor
+//! edge row `rows + 1`: [`init_band`]), so that first touch makes it the home of its band,
+//! then a **barrier**. Per iteration:
 //!
 //! 1. [`sweep`] its band with `Color::Red` (writes its red rows, reads black rows of its
 //!    band and the one black row above and below it);
@@ -36,14 +37,17 @@
 //! 3. [`sweep`] its band with `Color::Black`;
 //! 4. **barrier**.
 //!
-//! After the last barrier each processor writes [`row_sum`] of its band's rows (processor 0
-//! also the two edge rows) into a shared `f64` array of `rows + 2` entries, a third barrier
-//! follows, and processor 0 adds them up with [`sum_rows`]. Within a sweep no point reads a
+//! After the last barrier each processor writes [`row_sum`] of the rows it initialized
+//! ([`init_band`]) into a shared `f64` array of `rows + 2` entries, a **barrier** follows,
+//! and processor 0 adds them up with [`sum_rows`]. Within a sweep no point reads a
 //! point of its own colour, so the parallel sweep performs exactly the sequential
 //! arithmetic, and the row sums are added in the same order: the checksum is exact.
 
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
 use std::ops::Range;
+
+mod parallel;
+pub use parallel::run_parallel;
 
 /// The shape of the two colour arrays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +157,16 @@ pub fn rows_of(id: usize, nprocs: usize, rows: usize) -> Range<usize> {
     let start = id * base + id.min(extra);
     let len = base + usize::from(id < extra);
     1 + start..1 + start + len
+}
+
+/// The full-grid rows processor `id` of `nprocs` initializes and sums: its band of
+/// [`rows_of`], with edge row 0 for the first processor and edge row `rows + 1` for the
+/// last, so that each edge row's home is the node that reads it.
+pub fn init_band(id: usize, nprocs: usize, rows: usize) -> Range<usize> {
+    let band = rows_of(id, nprocs, rows);
+    let start = if id == 0 { 0 } else { band.start };
+    let end = if id == nprocs - 1 { rows + 2 } else { band.end };
+    start..end
 }
 
 /// Updates the points of `color` in the interior rows `band`: `target` is that colour's
@@ -276,6 +290,15 @@ impl App for Sor {
         let (g, iterations) = grid_and_iterations(params)?;
         let (red, black) = solve(g, iterations);
         Ok(summary(checksum(g, &red, &black)))
+    }
+
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        let (g, iterations) = grid_and_iterations(params)?;
+        run_parallel(g, iterations, config)
     }
 
     /// Exact: the parallel sweeps do the sequential arithmetic point by point and the

@@ -117,14 +117,33 @@ fn bands_partition_the_interior_rows() {
     }
 }
 
+#[test]
+fn init_bands_partition_all_rows_and_hold_the_edges_at_the_ends() {
+    for rows in [1, 7, 64] {
+        for nprocs in 1..=9 {
+            let mut next = 0;
+            for id in 0..nprocs {
+                let mine = init_band(id, nprocs, rows);
+                assert_eq!(
+                    mine.start, next,
+                    "{rows} rows, {nprocs} processors, id {id}"
+                );
+                next = mine.end;
+            }
+            assert_eq!(next, rows + 2);
+        }
+    }
+    assert_eq!(init_band(0, 3, 9), 0..4);
+    assert_eq!(init_band(1, 3, 9), 4..7);
+    assert_eq!(init_band(2, 3, 9), 7..11);
+}
+
 /// Runs the parallel schedule with the processors' bands one after another between the
 /// barriers, which is a valid execution since a sweep reads only the other colour.
 fn banded(g: Grid, iterations: usize, nprocs: usize) -> f64 {
     let (mut red, mut black) = (vec![0.0; g.entries()], vec![0.0; g.entries()]);
-    init_rows(g, &mut red, &mut black, 0..1);
-    init_rows(g, &mut red, &mut black, g.rows + 1..g.rows + 2);
     for id in (0..nprocs).rev() {
-        init_rows(g, &mut red, &mut black, rows_of(id, nprocs, g.rows));
+        init_rows(g, &mut red, &mut black, init_band(id, nprocs, g.rows));
     }
     for _ in 0..iterations {
         for id in (0..nprocs).rev() {
@@ -142,12 +161,10 @@ fn banded(g: Grid, iterations: usize, nprocs: usize) -> f64 {
     }
     let mut sums = vec![0.0; g.rows + 2];
     for id in 0..nprocs {
-        for i in rows_of(id, nprocs, g.rows) {
+        for i in init_band(id, nprocs, g.rows) {
             sums[i] = row_sum(g, &red, &black, i);
         }
     }
-    sums[0] = row_sum(g, &red, &black, 0);
-    sums[g.rows + 1] = row_sum(g, &red, &black, g.rows + 1);
     sum_rows(&sums)
 }
 

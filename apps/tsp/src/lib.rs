@@ -28,35 +28,45 @@
 //!
 //! # Synchronization of the parallel version
 //!
-//! As the original (`tsp.c`), with two locks and one barrier:
+//! As the original (`tsp.c`), with two locks and two barriers; the code is in `parallel.rs`.
 //!
-//! - **Start.** Processor 0 reads the input, writes `weights`, calls [`bnb::init_best`] on
-//!   `best` and [`bnb::Queue::init`] on the queue arrays; then a barrier. No processor
-//!   reads shared data before it.
+//! - **Start.** Every node reads the input before the run. Processor 0 writes `weights`,
+//!   calls [`bnb::init_best`] on `best` and [`bnb::Queue::init`] on the queue arrays (so
+//!   node 0 is the home of all shared pages, as the original's master initializes them);
+//!   then a barrier. No processor reads shared data before it. Each processor then
+//!   computes [`bnb::exit_bounds`] privately from `weights`, which is read-only from here.
 //! - **TourLock** guards `queue_ctl`, `prioq`, `tour_stack` and `tours`. Each call of
-//!   `WorkQueue::get_tour` acquires it, builds a [`bnb::Queue`] over the DSM arrays, calls
-//!   [`bnb::Queue::get_tour`] (which frees the previous subproblem, pops, splits and
-//!   pushes), copies the chosen record to private memory, and releases it. The record
-//!   stays reserved for that processor (it is on neither the heap nor the free stack)
-//!   until its next `get_tour`, so nothing else touches it.
+//!   `WorkQueue::get_tour` acquires it, re-reads `best[MIN_TOUR_LEN]` (the original reads
+//!   `MinTourLen` inside this critical section), builds a [`bnb::Queue`] over the DSM
+//!   arrays, calls [`bnb::Queue::get_tour`] (which frees the previous subproblem, pops,
+//!   splits and pushes), copies the chosen record to private memory, and releases it. The
+//!   record stays reserved for that processor (it is on neither the heap nor the free
+//!   stack) until its next `get_tour`, so nothing else touches it.
 //! - **MinLock** guards writes of `best` (`MinTourLen` and `MinTour`). The depth-first
-//!   search reads `best[MIN_TOUR_LEN]` without the lock, as the original does: under lazy
-//!   release consistency a processor sees a new bound only after its next acquire (of
-//!   either lock), and a stale bound only prunes less. `Incumbent::offer` acquires
-//!   MinLock, calls [`bnb::set_best`] (which checks again) and releases it. Reading
-//!   `best[MIN_TOUR_LEN]` for `get_tour` happens while holding TourLock, also racy with
-//!   respect to MinLock, and equally safe: the queue only stops when its best bound reaches
-//!   a length that some tour really has.
+//!   search reads `best[MIN_TOUR_LEN]` without the lock, as the original does, with
+//!   `Shared::get` (a volatile load) at every step, so the compiler re-reads it. This is
+//!   the one deliberate data race, on a single aligned `i32`. The DSM propagates writes
+//!   only at synchronization, so a processor sees a new bound only at its next acquire (of
+//!   either lock), as under TreadMarks; a stale bound is larger and only prunes less.
+//!   `Incumbent::offer` acquires MinLock, calls [`bnb::set_best`] (which checks again) and
+//!   releases it. The read in `get_tour` is racy with respect to MinLock too, and equally
+//!   safe: any value read is the length of a real tour, so the queue only stops when its
+//!   best bound reaches a length that some tour has.
+//! - **Termination** is the original's `Done` flag, with no waiting: work enters the queue
+//!   only inside `get_tour`, under TourLock (a split pushes the children before the lock is
+//!   released), never during a private search. So a worker that holds TourLock and finds
+//!   the heap empty, or its best bound not below the best length, knows that no processor
+//!   can add work any more: the others are searching privately, which adds none, or waiting
+//!   for the lock. It sets `Done`, and every later `get_tour` returns `None` at once. (A
+//!   count of active workers with re-checks under the lock would be needed if searchers
+//!   pushed work back after releasing the lock; this program never does.)
 //! - **End.** A worker leaves [`bnb::worker`] when the queue is done; a final barrier,
 //!   after which processor 0 reads `best` for the result. Processors still searching when
 //!   the queue empties finish their subtree first, so the barrier waits for all results.
-//!
-//! Unlike the original, the racy read of `best[MIN_TOUR_LEN]` is the only data race, and
-//! it is on a single aligned `i32`; the parallel version should read it with a volatile or
-//! atomic load so the compiler re-reads it inside the search loop.
 
 pub mod bnb;
 pub mod input;
+mod parallel;
 #[cfg(test)]
 mod reference;
 
@@ -186,6 +196,18 @@ impl App for Tsp {
         Ok(summary(&config, inst.n, sol.best_len, &sol.tour))
     }
 
+    /// The original's workers on every processor, sharing the queue under TourLock and
+    /// the best tour under MinLock (see the crate documentation).
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        let app_config = Config::from_params(params)?;
+        let inst = app_config.instance()?;
+        parallel::run(&app_config, &inst, config)
+    }
+
     /// `best_len` is exact: the optimum length is unique. The tours may differ, since which
     /// of several optimal tours is found first depends on timing; the parallel tour must
     /// visit every city once and have length `best_len` in the instance, read again here.
@@ -250,11 +272,11 @@ mod tests {
     fn test_size_runs_and_checks_against_itself() {
         let p = Params::resolve("tsp", TSP.params(), Size::Test, &[]).unwrap();
         let seq = TSP.sequential(&p).unwrap();
-        // tspfile9's optimum by exhaustive search over all 8! tours (reference::brute_force).
+        // The optimum by the Held-Karp dynamic program, which shares no code with the search.
         let inst = Config::from_params(&p).unwrap().instance().unwrap();
         assert_eq!(
             seq.get("best_len"),
-            Some(&Value::I64(reference::brute_force(&inst).0))
+            Some(&Value::I64(reference::held_karp(&inst)))
         );
         TSP.check(&seq, &seq).unwrap();
     }

@@ -32,7 +32,14 @@
 //! Water-spatial also: `head` (`bps^3` i64) and `next` (`nmol` i64), the cell lists.
 //! Water-nsquared's per-processor force arrays (`PFORCES`, `nmol * 9` f64 each) are
 //! written and read only by their processor; SPLASH-2 allocates them in shared memory,
-//! but private memory holds them equally well.
+//! but private memory holds them equally well, and [`parallel`] keeps them there.
+//! Processor 0 writes the initial state (and Water-spatial's initial cell lists), as the
+//! original's master runs `INITIA` before creating the other processes; with first-touch
+//! homes node 0 is then the home of every shared page.
+//!
+//! The kernels that update other processors' data under locks take it through
+//! [`Locked`] (and [`sp::CellLists`]), which hand out a fresh view of the DSM arrays after
+//! every lock operation.
 //!
 //! # Synchronization of the parallel Water-nsquared (SPLASH-2 `mdmain.C`, `interf.C`)
 //!
@@ -88,26 +95,38 @@
 pub mod deck;
 pub mod layout;
 pub mod nsq;
+pub mod parallel;
 pub mod physics;
 pub mod sp;
 
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
 use physics::System;
 
-/// Mutual exclusion by index, as the kernels that update shared lists or forces need it.
-/// The parallel version implements it with DSM locks; the sequential one with [`NoLocks`].
-pub trait Locks {
+/// The molecule array as a kernel sees it when it updates molecules that other processors
+/// also update, under locks by index (molecule locks in Water-nsquared, cell locks in
+/// Water-spatial). The parallel version implements it over DSM memory and locks
+/// ([`parallel`]); the sequential one with [`Unlocked`].
+///
+/// Kernels take a fresh view with [`Locked::var`] after every lock operation: the DSM
+/// array is aliased across processors, so no value read through a view may be kept
+/// across an acquire or release, and the borrow of `self` that a view holds makes that so.
+pub trait Locked {
     fn acquire(&mut self, index: usize);
     fn release(&mut self, index: usize);
+    /// The whole molecule array (`nmol * MOL_STRIDE` f64).
+    fn var(&mut self) -> &mut [f64];
 }
 
-/// The locks of a single processor: nothing to exclude.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoLocks;
+/// The molecule array of a single processor: nothing to exclude.
+#[derive(Debug)]
+pub struct Unlocked<'a>(pub &'a mut [f64]);
 
-impl Locks for NoLocks {
+impl Locked for Unlocked<'_> {
     fn acquire(&mut self, _: usize) {}
     fn release(&mut self, _: usize) {}
+    fn var(&mut self) -> &mut [f64] {
+        self.0
+    }
 }
 
 /// Relative tolerance of the checker; see the crate documentation.
@@ -274,6 +293,14 @@ impl App for WaterNsq {
         Ok(nsq::run(&mut var, &sys, steps, nprint, 1, &[0]).to_result())
     }
 
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        parallel::water_nsq(params, config)
+    }
+
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
         check_fields(sequential, parallel)
     }
@@ -300,6 +327,14 @@ impl App for WaterSp {
             nprint,
         } = setup(params)?;
         Ok(sp::run(&mut var, &sys, steps, nprint, 1, &[0]).to_result())
+    }
+
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+        parallel::water_sp(params, config)
     }
 
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {

@@ -11,7 +11,7 @@
 
 use crate::layout::*;
 use crate::physics::*;
-use crate::Locks;
+use crate::Locked;
 use std::ops::Range;
 
 /// Size of SPLASH-2's molecule lock array (`MAXLCKS` in `global.h`): molecule `m` is
@@ -97,23 +97,22 @@ pub fn flush_ranges(id: usize, nprocs: usize, nmol: usize) -> [Range<usize>; 2] 
 }
 
 /// Adds the private forces of the molecules in `ranges` into slot `dest` of the shared
-/// array, each molecule under its lock `m % MAXLCKS`.
+/// array, each molecule under its lock `m % MAXLCKS` of `mols`.
 pub fn flush_private_forces(
-    var: &mut [f64],
+    mols: &mut impl Locked,
     dest: usize,
     pforces: &[f64],
     ranges: &[Range<usize>; 2],
-    locks: &mut impl Locks,
 ) {
     for m in ranges.iter().flat_map(|r| r.clone()) {
-        locks.acquire(m % MAXLCKS);
-        for (d, p) in slot_mut(var, m, dest)
+        mols.acquire(m % MAXLCKS);
+        for (d, p) in slot_mut(mols.var(), m, dest)
             .iter_mut()
             .zip(&pforces[m * SLOT..(m + 1) * SLOT])
         {
             *d += *p;
         }
-        locks.release(m % MAXLCKS);
+        mols.release(m % MAXLCKS);
     }
 }
 
@@ -200,11 +199,10 @@ pub fn run(
         for &p in schedule {
             sums.vir += interf_private(var, sys, mols(p), &mut pforces[p]);
             flush_private_forces(
-                var,
+                &mut crate::Unlocked(var),
                 dest,
                 &pforces[p],
                 &flush_ranges(p, nprocs, nmol),
-                &mut crate::NoLocks,
             );
         }
         // InterfBar

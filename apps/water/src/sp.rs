@@ -13,7 +13,7 @@
 
 use crate::layout::*;
 use crate::physics::*;
-use crate::Locks;
+use crate::Locked;
 use std::ops::Range;
 
 /// End of a cell's molecule list.
@@ -277,53 +277,83 @@ pub fn poteng_inter_cells(
     (potr / 2.0, ptrf / 2.0)
 }
 
-/// Removes molecule `m` from the list of cell `c`, finding its predecessor from the head
-/// (another processor may have pushed molecules in front of it since the list was read).
-fn unlink(head: &mut [i64], next: &[i64], c: usize, m: usize) -> Option<usize> {
-    if head[c] == m as i64 {
-        head[c] = next[m];
-        return None;
+/// The cell lists and molecule array as [`bndry_cells`] sees them: the lock of cell `c` is
+/// [`Locked`] index `c`. As with [`Locked::var`], every access takes a fresh view.
+pub trait CellLists: Locked {
+    /// `head` (`bps^3` i64).
+    fn head(&mut self) -> &mut [i64];
+    /// `next` (`nmol` i64).
+    fn next(&mut self) -> &mut [i64];
+}
+
+/// The cell lists of a single processor.
+#[derive(Debug)]
+pub struct LocalLists<'a> {
+    pub var: &'a mut [f64],
+    pub head: &'a mut [i64],
+    pub next: &'a mut [i64],
+}
+
+impl Locked for LocalLists<'_> {
+    fn acquire(&mut self, _: usize) {}
+    fn release(&mut self, _: usize) {}
+    fn var(&mut self) -> &mut [f64] {
+        self.var
     }
-    let mut p = head[c];
+}
+
+impl CellLists for LocalLists<'_> {
+    fn head(&mut self) -> &mut [i64] {
+        self.head
+    }
+    fn next(&mut self) -> &mut [i64] {
+        self.next
+    }
+}
+
+/// Removes molecule `m` from the list of cell `c` (under the cell's lock), finding its
+/// predecessor from the head: another processor may have pushed molecules in front of it
+/// since the list was read.
+fn unlink(lists: &mut impl CellLists, c: usize, m: usize) {
+    let after = lists.next()[m];
+    let mut p = lists.head()[c];
+    if p == m as i64 {
+        lists.head()[c] = after;
+        return;
+    }
+    let next = lists.next();
     while p != END && next[p as usize] != m as i64 {
         p = next[p as usize];
     }
     assert!(p != END, "molecule {m} is not in the list of cell {c}");
-    Some(p as usize)
+    next[p as usize] = after;
 }
 
 /// `BNDRY` over the molecules of `cells`: wraps each molecule into the box and moves it to
 /// the head of its new cell's list when its oxygen has left its cell. Cell `c`'s list is
-/// changed only under `locks` entry `c` (the head is also read under it when the
-/// traversal starts, since other processors push onto it).
-pub fn bndry_cells(
-    var: &mut [f64],
-    sys: &System,
-    grid: &Grid,
-    head: &mut [i64],
-    next: &mut [i64],
-    cells: &[usize],
-    locks: &mut impl Locks,
-) {
+/// changed only under lock `c` (the head is also read under it when the traversal starts,
+/// since other processors push onto it). The rest of a traversal reads `next` without a
+/// lock: the links of a cell's molecules are written only by that cell's owner until it
+/// moves them, and a moved molecule's link is rewritten under its new cell's lock.
+pub fn bndry_cells(lists: &mut impl CellLists, sys: &System, grid: &Grid, cells: &[usize]) {
     for &c in cells {
-        locks.acquire(c);
-        let mut cur = head[c];
-        locks.release(c);
+        lists.acquire(c);
+        let mut cur = lists.head()[c];
+        lists.release(c);
         while cur != END {
             let m = cur as usize;
-            cur = next[m];
-            bndry(mol_mut(var, m), sys);
-            let to = grid.cell_of(mol(var, m));
+            cur = lists.next()[m];
+            bndry(mol_mut(lists.var(), m), sys);
+            let to = grid.cell_of(mol(lists.var(), m));
             if to != c {
-                locks.acquire(c);
-                if let Some(p) = unlink(head, next, c, m) {
-                    next[p] = next[m];
-                }
-                locks.release(c);
-                locks.acquire(to);
-                next[m] = head[to];
-                head[to] = m as i64;
-                locks.release(to);
+                lists.acquire(c);
+                unlink(lists, c, m);
+                lists.release(c);
+                lists.acquire(to);
+                let first = lists.head()[to];
+                lists.next()[m] = first;
+                lists.head()[to] = m as i64;
+                lists.release(to);
             }
         }
     }
@@ -343,7 +373,6 @@ pub fn run(
     assert!(nprocs >= 1 && nprocs <= grid.cells() && nprint >= 1);
     let (mut head, mut next) = build_lists(var, &grid, sys.nmol);
     let cells: Vec<Vec<usize>> = (0..nprocs).map(|p| own_cells(p, nprocs, &grid)).collect();
-    let mut locks = crate::NoLocks;
     let mut sums = StepSums::default();
 
     let interf = |var: &mut [f64], head: &[i64], next: &[i64], dest: usize, sums: &mut StepSums| {
@@ -379,7 +408,12 @@ pub fn run(
             }
         }
         for &p in schedule {
-            bndry_cells(var, sys, &grid, &mut head, &mut next, &cells[p], &mut locks);
+            let mut lists = LocalLists {
+                var: &mut *var,
+                head: &mut head,
+                next: &mut next,
+            };
+            bndry_cells(&mut lists, sys, &grid, &cells[p]);
         }
         totals.add_step(&sums);
         if i % nprint == 0 || i == steps {

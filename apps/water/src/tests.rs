@@ -322,15 +322,12 @@ fn cell_lists_hold_each_molecule_once_in_its_cell() {
         }
     }
     let all: Vec<usize> = (0..grid.cells()).collect();
-    sp::bndry_cells(
-        &mut var,
-        &s.sys,
-        &grid,
-        &mut head,
-        &mut next,
-        &all,
-        &mut NoLocks,
-    );
+    let mut lists = sp::LocalLists {
+        var: &mut var,
+        head: &mut head,
+        next: &mut next,
+    };
+    sp::bndry_cells(&mut lists, &s.sys, &grid, &all);
     let mut count = vec![0; 512];
     for c in 0..grid.cells() {
         for m in sp::members(&head, &next, c) {

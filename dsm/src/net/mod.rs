@@ -445,7 +445,7 @@ impl Fabric {
         for node in 0..self.layout.nodes {
             let bell = self.bell(node);
             bell.word.fetch_add(1, Ordering::AcqRel);
-            sys::futex_wake(&bell.word, u32::MAX);
+            sys::futex_wake(&bell.word, i32::MAX as u32);
         }
     }
 

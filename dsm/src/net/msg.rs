@@ -108,7 +108,7 @@ pub(super) fn ring_bell(fabric: &Fabric, node: usize, always: bool) {
     let bell = fabric.bell(node);
     if always || bell.parked.load(Ordering::SeqCst) != 0 {
         bell.word.fetch_add(1, Ordering::SeqCst);
-        sys::futex_wake(&bell.word, u32::MAX);
+        sys::futex_wake(&bell.word, i32::MAX as u32);
     }
 }
 

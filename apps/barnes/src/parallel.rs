@@ -1,0 +1,257 @@
+//! The parallel version on the DSM: the schedule of the crate documentation ("Work
+//! distribution and synchronization of the parallel version"), calling the same kernels
+//! as [`crate::simulate`] on views of the shared arrays.
+//!
+//! Every phase takes fresh slice views of the shared arrays and drops them before the next
+//! barrier, so no value read through a view is kept across a synchronization call.
+
+use crate::force::{self, Energies, ForceOut};
+use crate::tree::{self, Cube, Tree, TreeMut};
+use crate::{cost_halves, partition, plummer, Config, Outcome};
+use app_common::AppError;
+use dsm::{Proc, Shared};
+use serde::{Deserialize, Serialize};
+
+/// The shared arrays of the crate documentation's layout table, plus one status word.
+#[derive(Clone, Copy)]
+struct Arrays {
+    pos: Shared<f64>,
+    vel: Shared<f64>,
+    acc: Shared<f64>,
+    phi: Shared<f64>,
+    mass: Shared<f64>,
+    kin: Shared<f64>,
+    cost: Shared<u64>,
+    cube: Shared<f64>,
+    child: Shared<u32>,
+    cell_mass: Shared<f64>,
+    cell_com: Shared<f64>,
+    cell_cost: Shared<u64>,
+    /// Written by processor 0 before the tree barrier: 0, or 1 when the tree build failed
+    /// (every processor then stops after that barrier).
+    status: Shared<u32>,
+}
+
+impl Arrays {
+    fn alloc(s: &mut dsm::Setup, cfg: &Config) -> Arrays {
+        let n = cfg.nbody;
+        let cells = cfg.layout().cells;
+        Arrays {
+            pos: s.alloc_named(3 * n, "pos"),
+            vel: s.alloc_named(3 * n, "vel"),
+            acc: s.alloc_named(3 * n, "acc"),
+            phi: s.alloc_named(n, "phi"),
+            mass: s.alloc_named(n, "mass"),
+            kin: s.alloc_named(n, "kin"),
+            cost: s.alloc_named(2 * n, "cost"),
+            cube: s.alloc_named(4, "cube"),
+            child: s.alloc_named(tree::NSUB * cells, "child"),
+            cell_mass: s.alloc_named(cells, "cell_mass"),
+            cell_com: s.alloc_named(3 * cells, "cell_com"),
+            cell_cost: s.alloc_named(cells, "cell_cost"),
+            status: s.alloc_named(1, "status"),
+        }
+    }
+
+    /// The tree as the force phase and the partition read it.
+    ///
+    /// # Safety
+    /// No processor may write the cell arrays or `cube` while the view is alive.
+    unsafe fn tree(&self) -> Tree<'_> {
+        // SAFETY: the caller guarantees no concurrent writer (processor 0 writes the tree
+        // only in phase 1, which a barrier separates from every reader).
+        unsafe {
+            let c = self.cube.as_slice();
+            Tree {
+                cube: Cube::from_array([c[0], c[1], c[2], c[3]]),
+                child: self.child.as_slice(),
+                mass: self.cell_mass.as_slice(),
+                com: self.cell_com.as_slice(),
+                cost: self.cell_cost.as_slice(),
+            }
+        }
+    }
+}
+
+/// What processor 0 reports: the outcome with every `f64` as its bits, so that the
+/// result crosses the run's serialization (JSON, in process mode through the fabric)
+/// without the rounding of a decimal float parser.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Record {
+    first: [u64; 2],
+    last: [u64; 2],
+    interactions: u64,
+    cells: u64,
+}
+
+impl Record {
+    fn new(o: &Outcome) -> Record {
+        let bits = |e: Energies| [e.kinetic.to_bits(), e.potential.to_bits()];
+        Record {
+            first: bits(o.first),
+            last: bits(o.last),
+            interactions: o.interactions,
+            cells: o.cells as u64,
+        }
+    }
+
+    fn outcome(&self) -> Outcome {
+        let e = |b: [u64; 2]| Energies {
+            kinetic: f64::from_bits(b[0]),
+            potential: f64::from_bits(b[1]),
+        };
+        Outcome {
+            first: e(self.first),
+            last: e(self.last),
+            interactions: self.interactions,
+            cells: self.cells as usize,
+        }
+    }
+}
+
+/// Processor 0's phase 1: sizes the cube around the bodies, builds the tree and computes
+/// the centres of mass with the costs of `cost[r]`. Returns the number of cells.
+///
+/// # Safety
+/// Only processor 0 runs it, between barriers during which no other processor touches
+/// `cube`, the cell arrays, `pos`, `mass` or `cost[r]` for writing, nor reads the first
+/// three.
+unsafe fn build(a: &Arrays, r: std::ops::Range<usize>) -> Result<usize, tree::TreeError> {
+    // SAFETY: the caller guarantees processor 0 is the only one touching these arrays
+    // (and that nobody writes `pos`, `mass` or `cost`) in this phase.
+    unsafe {
+        let pos = a.pos.as_slice();
+        let cube = Cube::around(pos);
+        a.cube.as_mut_slice().copy_from_slice(&cube.to_array());
+        let mut t = TreeMut {
+            child: a.child.as_mut_slice(),
+            mass: a.cell_mass.as_mut_slice(),
+            com: a.cell_com.as_mut_slice(),
+            cost: a.cell_cost.as_mut_slice(),
+        };
+        let ncell = tree::build_tree(cube, pos, &mut t)?;
+        tree::compute_cofm(&mut t, ncell, pos, a.mass.as_slice(), &a.cost.as_slice()[r]);
+        Ok(ncell)
+    }
+}
+
+/// The body every processor runs. Processor 0 returns the record (or the tree error that
+/// stopped the run); the others return `None`.
+fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<Record, String>> {
+    let (id, nprocs, n) = (p.id(), p.nprocs(), cfg.nbody);
+    if id == 0 {
+        // Setup, by the master as in the original (`testdata`).
+        // SAFETY: before the first barrier only processor 0 touches shared data.
+        unsafe {
+            plummer(
+                cfg.seed,
+                a.pos.as_mut_slice(),
+                a.vel.as_mut_slice(),
+                a.mass.as_mut_slice(),
+            );
+            a.cost.as_mut_slice()[cost_halves(0, n).0].fill(1);
+        }
+    }
+    bar.wait(p);
+    let mut mine: Vec<u32> = Vec::new();
+    // Processor 0's private record of the steps, as in the sequential version.
+    let mut first = None;
+    let mut last = None;
+    let mut ncell = 0;
+    let mut failure = None;
+    for step in 0..cfg.nsteps {
+        let (r, w) = cost_halves(step, n);
+        // Phase 1: processor 0 builds the tree.
+        if id == 0 {
+            // SAFETY: phase 1 is processor 0's alone (the barriers around it).
+            match unsafe { build(a, r.clone()) } {
+                Ok(cells) => ncell = cells,
+                Err(e) => {
+                    a.status.set(0, 1);
+                    failure = Some(format!("barnes: {e}"));
+                }
+            }
+        }
+        bar.wait(p);
+        if a.status.get(0) != 0 {
+            return failure.map(Err);
+        }
+        // Phase 2: costzones and forces for my bodies.
+        // SAFETY: in this phase the tree, `pos`, `mass` and `cost[r]` are only read; every
+        // processor writes `acc`, `phi`, `vel`, `kin` and `cost[w]` of its own bodies only
+        // (the costzones are disjoint), and nobody reads those entries of other bodies.
+        unsafe {
+            let t = a.tree();
+            let cost = a.cost.as_mut_slice();
+            let (lo, hi) = cost.split_at_mut(n);
+            let (cost_r, cost_w) = if r.start == 0 { (&*lo, hi) } else { (&*hi, lo) };
+            partition::costzone(t, cost_r, id, nprocs, &mut mine);
+            let out = ForceOut {
+                acc: a.acc.as_mut_slice(),
+                phi: a.phi.as_mut_slice(),
+                vel: a.vel.as_mut_slice(),
+                kin: a.kin.as_mut_slice(),
+                cost: cost_w,
+            };
+            force::force_phase(
+                t,
+                a.pos.as_slice(),
+                a.mass.as_slice(),
+                &mine,
+                step == 0,
+                cfg.force,
+                out,
+            );
+        }
+        bar.wait(p);
+        // Phase 3: processor 0 sums the energies; everyone advances its bodies.
+        // SAFETY: processor 0 reads `mass`, `phi`, `kin` and `cost[w]`, which nobody
+        // writes in this phase; each processor reads `acc` and writes `pos`, `vel` of its
+        // own bodies only.
+        unsafe {
+            if id == 0 {
+                let e = force::energies(a.mass.as_slice(), a.phi.as_slice(), a.kin.as_slice());
+                let interactions = a.cost.as_slice()[w].iter().sum::<u64>();
+                first.get_or_insert(e);
+                last = Some((e, interactions, ncell));
+            }
+            force::advance(
+                &mine,
+                a.pos.as_mut_slice(),
+                a.vel.as_mut_slice(),
+                a.acc.as_slice(),
+                cfg.force.dtime,
+            );
+        }
+        bar.wait(p);
+    }
+    if id != 0 {
+        return None;
+    }
+    let (last, interactions, cells) = last.expect("at least one step");
+    let outcome = Outcome {
+        first: first.expect("at least one step"),
+        last,
+        interactions,
+        cells,
+    };
+    Some(Ok(Record::new(&outcome)))
+}
+
+/// Runs the parallel version on a cluster configured by `dsm_config`.
+pub fn run(cfg: &Config, dsm_config: &dsm::Config) -> Result<(Outcome, dsm::Report<()>), AppError> {
+    let cfg = *cfg;
+    let report = dsm::Cluster::new(dsm_config.clone()).run(|s| {
+        let arrays = Arrays::alloc(s, &cfg);
+        let bar = s.barrier();
+        move |p: &Proc| body(p, &cfg, &arrays, bar)
+    })?;
+    let (results, report) = report.take_results();
+    match results.into_iter().next().flatten() {
+        Some(Ok(record)) => Ok((record.outcome(), report)),
+        Some(Err(e)) => Err(AppError::Other(e)),
+        None => Err(AppError::Other(
+            "barnes: processor 0 returned no result".into(),
+        )),
+    }
+}

@@ -1,0 +1,79 @@
+//! The parallel version on the DSM (SPLASH-2 `OneSolve`): the matrix is one shared `f64`
+//! array laid out by [`Layout`], every processor initializes and then writes only the
+//! blocks it owns, and [`factor_parallel`] runs the steps with the barriers of the crate
+//! doc.
+
+use crate::kernels::{factor_parallel, MatrixMemory};
+use crate::layout::{Layout, Owners, Variant};
+use crate::matrix::{generate, summarize};
+use app_common::{AppError, AppResult};
+
+/// A processor's access to the shared matrix: the DSM array and the one barrier.
+struct DsmMatrix<'a> {
+    a: dsm::Shared<f64>,
+    bar: dsm::Barrier,
+    p: &'a dsm::Proc,
+}
+
+impl MatrixMemory for DsmMatrix<'_> {
+    fn view(&mut self) -> &mut [f64] {
+        // SAFETY: data-race freedom. A processor writes only the blocks it owns
+        // (`Owners::owner`, one writer per block for the whole run), and reads a block
+        // owned by another processor only in a phase that follows, across a barrier, the
+        // phase that last wrote it (the schedule of `factor_parallel`, which
+        // tests/schedule.rs checks on a model of release consistency). The view is
+        // dropped before the next barrier (its borrow of `self` ends before
+        // `barrier(&mut self)`), so no value read through it is kept across one.
+        unsafe { self.a.as_mut_slice() }
+    }
+
+    fn barrier(&mut self) {
+        self.bar.wait(self.p);
+    }
+}
+
+/// The layout of `variant` for `config`'s cluster: processor `p` on node
+/// `p / procs_per_node` as the DSM numbers them; CLU's regions aligned to the DSM page.
+pub fn parallel_layout(
+    variant: Variant,
+    n: usize,
+    block_size: usize,
+    config: &dsm::Config,
+) -> Result<(Layout, Owners), AppError> {
+    let nprocs = config.nodes * config.procs_per_node;
+    let owners = Owners::new(variant, nprocs, config.procs_per_node)?;
+    let align_elems = (config.page_bytes / std::mem::size_of::<f64>()).max(1);
+    let layout = Layout::new(variant, n, block_size, &owners, align_elems);
+    Ok((layout, owners))
+}
+
+/// Runs the parallel factorization of `variant` on a cluster configured by `config`.
+///
+/// Each processor generates its own blocks (every processor walks the whole random
+/// stream, as [`generate`] does), so the first touch of a page, and with it its home, is
+/// its owner's node: the homes the paper's "first touch after initialization" gives after
+/// SPLASH-2's `TouchA`, where each processor reads its own blocks. Processor 0 keeps its
+/// right-hand side (private in SPLASH-2 as well) for the final check, which it runs on
+/// the shared matrix after the last barrier.
+pub fn run_parallel(
+    variant: Variant,
+    n: usize,
+    block_size: usize,
+    config: &dsm::Config,
+) -> Result<(AppResult, dsm::Report<()>), AppError> {
+    let (layout, owners) = parallel_layout(variant, n, block_size, config)?;
+    let (layout, owners) = (&layout, &owners);
+    let report = dsm::Cluster::new(config.clone()).run(|s| {
+        let a = s.alloc_named::<f64>(layout.len(), "matrix");
+        let bar = s.barrier();
+        move |p: &dsm::Proc| -> Option<AppResult> {
+            let id = p.id();
+            let mut mem = DsmMatrix { a, bar, p };
+            let rhs = generate(mem.view(), layout, |bi, bj| owners.owner(bi, bj) == id);
+            mem.barrier(); // the input is complete
+            factor_parallel(&mut mem, layout, owners, id); // ends with a barrier
+            (id == 0).then(|| summarize(mem.view(), layout, &rhs))
+        }
+    })?;
+    app_common::split_report(report)
+}

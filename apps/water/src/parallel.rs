@@ -1,0 +1,347 @@
+//! The parallel programs on the DSM, following the synchronization plans of the crate
+//! documentation (SPLASH-2 `mdmain.C` and `interf.C` of both programs).
+//!
+//! Shared: the molecule array `VAR`, the seven global sums `gl` ([`Gl`]), and for
+//! Water-spatial the cell lists `head` and `next`. Processor 0 initializes them, as the
+//! original's master runs `INITIA` before creating the other processes. Water-nsquared's
+//! per-processor force arrays (`PFORCES`) are private (see the crate documentation).
+//!
+//! Every slice taken of a shared array lives within one phase (between two
+//! synchronization calls); the kernels that take locks get their views through
+//! [`Locked`] and [`sp::CellLists`], which hand out a fresh view after each lock call.
+
+use crate::layout::{ACC, FORCES, MOL_STRIDE, NDIR, SLOT};
+use crate::physics::{self, Energies, StepSums, Totals};
+use crate::{nsq, sp, Locked, Setup};
+use app_common::{AppError, AppResult, Params};
+use dsm::{Barrier, Lock, Proc, Shared};
+
+/// Offsets of the global sums in the shared array `gl` (SPLASH-2's `gl->VIR`,
+/// `gl->SUM[3]`, `gl->POTA`, `gl->POTR`, `gl->POTRF`).
+struct Gl;
+
+impl Gl {
+    const VIR: usize = 0;
+    const KIN: usize = 1;
+    const POTA: usize = 4;
+    const POTR: usize = 5;
+    const POTRF: usize = 6;
+    const LEN: usize = 7;
+
+    fn read(gl: &Shared<f64>) -> StepSums {
+        StepSums {
+            vir: gl.get(Gl::VIR),
+            kin: [gl.get(Gl::KIN), gl.get(Gl::KIN + 1), gl.get(Gl::KIN + 2)],
+            pota: gl.get(Gl::POTA),
+            potr: gl.get(Gl::POTR),
+            potrf: gl.get(Gl::POTRF),
+        }
+    }
+
+    fn zero(gl: &Shared<f64>) {
+        for i in 0..Gl::LEN {
+            gl.set(i, 0.0);
+        }
+    }
+}
+
+/// Adds `terms` to the sums at `at..` under `lock`.
+fn add_locked(p: &Proc, lock: Lock, gl: &Shared<f64>, at: usize, terms: &[f64]) {
+    lock.acquire(p);
+    for (i, t) in terms.iter().enumerate() {
+        gl.set(at + i, gl.get(at + i) + t);
+    }
+    lock.release(p);
+}
+
+/// The synchronization objects both programs use (SPLASH-2's `gl` locks and barriers).
+#[derive(Clone, Copy)]
+struct SyncObjects {
+    intraf_vir: Lock,
+    interf_vir: Lock,
+    kineti_sum: Lock,
+    poteng_sum: Lock,
+    start: Barrier,
+    interf_bar: Barrier,
+    poteng_bar: Barrier,
+}
+
+impl SyncObjects {
+    fn new(s: &mut dsm::Setup) -> SyncObjects {
+        SyncObjects {
+            intraf_vir: s.lock(),
+            interf_vir: s.lock(),
+            kineti_sum: s.lock(),
+            poteng_sum: s.lock(),
+            start: s.barrier(),
+            interf_bar: s.barrier(),
+            poteng_bar: s.barrier(),
+        }
+    }
+
+    /// `KINETI`'s additions: each direction's sum under `KinetiSumLock`.
+    fn add_kinetic(&self, p: &Proc, gl: &Shared<f64>, k: [f64; NDIR]) {
+        for (dir, k) in k.iter().enumerate() {
+            add_locked(p, self.kineti_sum, gl, Gl::KIN + dir, &[*k]);
+        }
+    }
+}
+
+/// The molecule array in DSM memory with per-molecule (nsquared) or per-cell (spatial)
+/// locks, and for Water-spatial the cell lists.
+struct SharedMols<'a> {
+    var: Shared<f64>,
+    head: Option<Shared<i64>>,
+    next: Option<Shared<i64>>,
+    locks: &'a [Lock],
+    p: &'a Proc,
+}
+
+impl Locked for SharedMols<'_> {
+    fn acquire(&mut self, index: usize) {
+        self.locks[index].acquire(self.p);
+    }
+    fn release(&mut self, index: usize) {
+        self.locks[index].release(self.p);
+    }
+    fn var(&mut self) -> &mut [f64] {
+        // SAFETY: the kernels write through this view only the molecules they hold the
+        // lock of, or their own; the view is dropped before the next lock call (it
+        // borrows self).
+        unsafe { self.var.as_mut_slice() }
+    }
+}
+
+impl sp::CellLists for SharedMols<'_> {
+    fn head(&mut self) -> &mut [i64] {
+        let head = self.head.as_ref().expect("cell lists");
+        // SAFETY: as for `var`: `bndry_cells` reads and writes a cell's head only under
+        // the cell's lock.
+        unsafe { head.as_mut_slice() }
+    }
+    fn next(&mut self) -> &mut [i64] {
+        let next = self.next.as_ref().expect("cell lists");
+        // SAFETY: as for `var`; see `sp::bndry_cells` for why its unlocked reads of
+        // `next` do not race.
+        unsafe { next.as_mut_slice() }
+    }
+}
+
+/// Whether step `i` of `steps` computes the potential energy.
+fn poteng_step(i: usize, steps: usize, nprint: usize) -> bool {
+    i.is_multiple_of(nprint) || i == steps
+}
+
+/// The parallel Water-nsquared.
+pub fn water_nsq(
+    params: &Params,
+    config: &dsm::Config,
+) -> Result<(AppResult, dsm::Report<()>), AppError> {
+    let Setup {
+        sys,
+        var: init,
+        steps,
+        nprint,
+    } = crate::setup(params)?;
+    let nmol = sys.nmol;
+    let nprocs = config.nodes * config.procs_per_node;
+    if nmol < nprocs {
+        return Err(AppError::BadParam {
+            name: "molecules".into(),
+            value: nmol.to_string(),
+            why: format!(
+                "Water-nsquared needs at least one molecule per processor ({nprocs} processors)"
+            ),
+        });
+    }
+    let (sys, init) = (&sys, &init);
+    let report = dsm::Cluster::new(config.clone()).run(|s| {
+        let var = s.alloc_named::<f64>(nmol * MOL_STRIDE, "water molecules (VAR)");
+        let gl = s.alloc_named::<f64>(Gl::LEN, "water global sums");
+        let sync = SyncObjects::new(s);
+        // SPLASH-2's MolLock[MAXLCKS]; molecule m takes lock m % MAXLCKS, so with fewer
+        // molecules than that the locks past nmol would never be taken.
+        let mol_locks = s.locks(nmol.min(nsq::MAXLCKS));
+        move |p: &Proc| -> Option<AppResult> {
+            let (id, np) = (p.id(), p.nprocs());
+            let mine = nsq::mols_of(id, np, nmol);
+            let flush = nsq::flush_ranges(id, np, nmol);
+            let mut pforces = vec![0.0; nmol * SLOT];
+            let mut mols = SharedMols {
+                var,
+                head: None,
+                next: None,
+                locks: &mol_locks,
+                p,
+            };
+            // SAFETY: for every use of `v`: in each phase a processor writes only its own
+            // molecules `mine` and reads other molecules only in phases where nobody
+            // writes them (barriers separate the phases); the view is used within the
+            // phase it is taken in.
+            let v = || unsafe { var.as_mut_slice() };
+
+            let mut interf = |dest: usize| {
+                let lvir = nsq::interf_private(v(), sys, mine.clone(), &mut pforces);
+                add_locked(p, sync.interf_vir, &gl, Gl::VIR, &[lvir]);
+                nsq::flush_private_forces(&mut mols, dest, &pforces, &flush);
+                sync.interf_bar.wait(p);
+                nsq::scale_range(v(), dest, sys, mine.clone());
+            };
+
+            if id == 0 {
+                v().copy_from_slice(init);
+            }
+            sync.start.wait(p);
+            // Initial accelerations.
+            let lvir = nsq::intraf_range(v(), mine.clone());
+            add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
+            sync.start.wait(p);
+            interf(ACC);
+            sync.start.wait(p);
+
+            let mut totals = Totals::default();
+            let mut last = None;
+            for i in 1..=steps {
+                if id == 0 {
+                    Gl::zero(&gl);
+                }
+                sync.start.wait(p);
+                nsq::predic_range(v(), sys, mine.clone());
+                let lvir = nsq::intraf_range(v(), mine.clone());
+                add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
+                sync.start.wait(p);
+                interf(FORCES);
+                nsq::correc_bndry_range(v(), sys, mine.clone());
+                let k = nsq::kineti_range(v(), mine.clone());
+                sync.add_kinetic(p, &gl, k);
+                sync.start.wait(p);
+                totals.add_step(&Gl::read(&gl));
+                if poteng_step(i, steps, nprint) {
+                    let pota = nsq::poteng_intra_range(v(), mine.clone());
+                    sync.poteng_bar.wait(p);
+                    let (potr, potrf) = nsq::poteng_inter_range(v(), sys, mine.clone());
+                    add_locked(p, sync.poteng_sum, &gl, Gl::POTA, &[pota, potr, potrf]);
+                    sync.start.wait(p);
+                    last = Some(Energies::new(sys, &Gl::read(&gl), &totals));
+                }
+                sync.start.wait(p);
+            }
+            (id == 0).then(|| last.expect("at least one step").to_result())
+        }
+    })?;
+    app_common::split_report(report)
+}
+
+/// The parallel Water-spatial.
+pub fn water_sp(
+    params: &Params,
+    config: &dsm::Config,
+) -> Result<(AppResult, dsm::Report<()>), AppError> {
+    let Setup {
+        sys,
+        var: init,
+        steps,
+        nprint,
+    } = crate::setup(params)?;
+    let nmol = sys.nmol;
+    let grid = sp::Grid::new(&sys);
+    let nprocs = config.nodes * config.procs_per_node;
+    if grid.cells() < nprocs {
+        return Err(AppError::BadParam {
+            name: "molecules".into(),
+            value: nmol.to_string(),
+            why: format!(
+                "Water-spatial needs at least one cell per processor; {} molecules give {} cells for {nprocs} processors",
+                nmol,
+                grid.cells()
+            ),
+        });
+    }
+    let (sys, init, grid) = (&sys, &init, &grid);
+    let report = dsm::Cluster::new(config.clone()).run(|s| {
+        let var = s.alloc_named::<f64>(nmol * MOL_STRIDE, "water molecules (VAR)");
+        let gl = s.alloc_named::<f64>(Gl::LEN, "water global sums");
+        let head = s.alloc_named::<i64>(grid.cells(), "water cell list heads");
+        let next = s.alloc_named::<i64>(nmol, "water cell list links");
+        let sync = SyncObjects::new(s);
+        let cell_locks = s.locks(grid.cells());
+        move |p: &Proc| -> Option<AppResult> {
+            let (id, np) = (p.id(), p.nprocs());
+            let cells = sp::own_cells(id, np, grid);
+            let mut lists = SharedMols {
+                var,
+                head: Some(head),
+                next: Some(next),
+                locks: &cell_locks,
+                p,
+            };
+            // SAFETY: for every use of `v`, `h` and `n`: outside BNDRY (which goes through
+            // `lists`) the cell lists are only read, and each processor writes only the
+            // molecules of its own cells, reading other molecules only in phases where
+            // nobody writes them; each view is used within the phase it is taken in.
+            let v = || unsafe { var.as_mut_slice() };
+            // SAFETY: see above.
+            let h = || unsafe { head.as_slice() };
+            // SAFETY: see above.
+            let n = || unsafe { next.as_slice() };
+            let mine = |op: &mut dyn FnMut(&mut [f64])| {
+                sp::for_each_in_cells(v(), h(), n(), &cells, op);
+            };
+            let interf = |dest: usize| {
+                let lvir = sp::interf_cells(v(), sys, grid, h(), n(), &cells, dest);
+                add_locked(p, sync.interf_vir, &gl, Gl::VIR, &[lvir]);
+                sync.interf_bar.wait(p);
+                mine(&mut |m| physics::scale_forces(m, dest, sys));
+            };
+
+            if id == 0 {
+                v().copy_from_slice(init);
+                let (h0, n0) = sp::build_lists(init, grid, nmol);
+                // SAFETY: only processor 0 touches the lists before the barrier.
+                unsafe {
+                    head.as_mut_slice().copy_from_slice(&h0);
+                    next.as_mut_slice().copy_from_slice(&n0);
+                }
+            }
+            sync.start.wait(p);
+            let lvir = sp::intraf_cells(v(), h(), n(), &cells);
+            add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
+            sync.start.wait(p);
+            interf(ACC);
+            sync.start.wait(p);
+
+            let mut totals = Totals::default();
+            let mut last = None;
+            for i in 1..=steps {
+                if id == 0 {
+                    Gl::zero(&gl);
+                }
+                sync.start.wait(p);
+                mine(&mut |m| physics::predic(m, sys));
+                let lvir = sp::intraf_cells(v(), h(), n(), &cells);
+                add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
+                sync.start.wait(p);
+                interf(FORCES);
+                mine(&mut |m| physics::correc(m, sys));
+                let k = sp::kineti_cells(v(), h(), n(), &cells);
+                sync.add_kinetic(p, &gl, k);
+                // KINETI before BNDRY, with a barrier between (see the crate documentation).
+                sync.start.wait(p);
+                sp::bndry_cells(&mut lists, sys, grid, &cells);
+                sync.start.wait(p);
+                totals.add_step(&Gl::read(&gl));
+                if poteng_step(i, steps, nprint) {
+                    let pota = sp::poteng_intra_cells(v(), h(), n(), &cells);
+                    sync.poteng_bar.wait(p);
+                    let (potr, potrf) = sp::poteng_inter_cells(v(), sys, grid, h(), n(), &cells);
+                    add_locked(p, sync.poteng_sum, &gl, Gl::POTA, &[pota, potr, potrf]);
+                    sync.start.wait(p);
+                    last = Some(Energies::new(sys, &Gl::read(&gl), &totals));
+                }
+                sync.start.wait(p);
+            }
+            (id == 0).then(|| last.expect("at least one step").to_result())
+        }
+    })?;
+    app_common::split_report(report)
+}

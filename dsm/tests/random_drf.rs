@@ -1,0 +1,164 @@
+//! Randomized data-race-free programs, compared with a sequential model.
+//!
+//! Each program runs rounds over a small shared heap (a few pages, so every page is
+//! shared and falsely shared): in every round each processor writes the words a seeded
+//! partition gives it, adds to lock-protected counters, and publishes a block behind a
+//! flag; after a barrier every processor checks every word against the sequential model.
+//! A failure names its seed; `DSM_SEED=<seed>` replays just that seed.
+
+use dsm::{Cluster, Config, ExecMode, Protocol};
+use protocol_variants::{CSM_DMS, CSM_MS, CSM_NONE, CSM_S};
+
+const WORDS: usize = 1536; // three 4 KiB pages of u64... plus a bit: 12 KiB
+const COUNTERS: usize = 64;
+const LOCKS: usize = 8;
+const ROUNDS: usize = 4;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The owner of each word in a round: a seeded random partition (not blocks), so owners
+/// interleave within pages.
+fn owners(seed: u64, round: usize, nprocs: usize) -> Vec<usize> {
+    let mut r = Rng(seed ^ (round as u64).wrapping_mul(0xA24B_AED4_963E_E407));
+    (0..WORDS).map(|_| r.below(nprocs)).collect()
+}
+
+fn value(round: usize, word: usize, owner: usize) -> u64 {
+    ((round as u64 + 1) << 48) ^ ((owner as u64) << 32) ^ (word as u64 * 2_654_435_761)
+}
+
+/// The increments processor `proc` makes to the counters in `round`.
+fn increments(seed: u64, round: usize, proc: usize) -> Vec<(usize, u64)> {
+    let mut r = Rng(seed ^ 0x5555 ^ ((round * 131 + proc) as u64) << 20);
+    (0..1 + r.below(12)).map(|_| (r.below(COUNTERS), 1 + r.below(1000) as u64)).collect()
+}
+
+fn run_program(proto: Protocol, nodes: usize, procs: usize, mode: ExecMode, seed: u64) -> Result<(), String> {
+    let mut c = Config::new(nodes, procs, proto);
+    c.heap_bytes = 1 << 20;
+    c.page_bytes = 4096;
+    c.mode = mode;
+    let nprocs = nodes * procs;
+    let r = Cluster::new(c).run(|s| {
+        let words = s.alloc_named::<u64>(WORDS, "words");
+        let counters = s.alloc_named::<u64>(COUNTERS, "counters");
+        let published = s.alloc_named::<u64>(ROUNDS * 16, "published");
+        let locks = s.locks(LOCKS);
+        let flags = s.flags(ROUNDS);
+        let bar = s.barrier();
+        move |p| -> Result<(), String> {
+            let me = p.id();
+            let mut expect_counters = vec![0u64; COUNTERS];
+            for round in 0..ROUNDS {
+                let own = owners(seed, round, nprocs);
+                // Owned writes, in a seeded order.
+                let mut mine: Vec<usize> = (0..WORDS).filter(|&w| own[w] == me).collect();
+                let mut r = Rng(seed ^ (me as u64) << 8 ^ round as u64);
+                for i in (1..mine.len()).rev() {
+                    mine.swap(i, r.below(i + 1));
+                }
+                for &w in &mine {
+                    words.set(w, value(round, w, me));
+                }
+                // Lock-protected counters.
+                for (c, add) in increments(seed, round, me) {
+                    let l = locks[c % LOCKS];
+                    l.acquire(p);
+                    counters.set(c, counters.get(c) + add);
+                    l.release(p);
+                }
+                // The round's publisher fills a block and sets the round's flag.
+                let publisher = round % nprocs;
+                if me == publisher {
+                    for k in 0..16 {
+                        published.set(round * 16 + k, value(round, k, 99));
+                    }
+                    flags[round].set(p);
+                } else {
+                    flags[round].wait(p);
+                    for k in 0..16 {
+                        let got = published.get(round * 16 + k);
+                        if got != value(round, k, 99) {
+                            return Err(format!("proc {me}: published[{round}][{k}] = {got:#x} after the flag"));
+                        }
+                    }
+                }
+                bar.wait(p);
+                for (w, &o) in own.iter().enumerate() {
+                    let got = words.get(w);
+                    if got != value(round, w, o) {
+                        return Err(format!("proc {me}, round {round}: word {w} = {got:#x}, expected {:#x} (owner {o})", value(round, w, o)));
+                    }
+                }
+                for q in 0..nprocs {
+                    for (c, add) in increments(seed, round, q) {
+                        expect_counters[c] += add;
+                    }
+                }
+                for (c, &want) in expect_counters.iter().enumerate() {
+                    let got = counters.get(c);
+                    if got != want {
+                        return Err(format!("proc {me}, round {round}: counter {c} = {got}, expected {want}"));
+                    }
+                }
+                bar.wait(p);
+            }
+            Ok(())
+        }
+    });
+    match r {
+        Err(dsm::DsmError::Launch(e)) if e.is_other_run() => Ok(()),
+        Err(e) => Err(e.to_string()),
+        Ok(rep) => rep.results.into_iter().collect(),
+    }
+}
+
+fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
+    match std::env::var("DSM_SEED") {
+        Ok(s) => vec![s.parse().expect("DSM_SEED must be a number")],
+        Err(_) => default.collect(),
+    }
+}
+
+fn sweep(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>) {
+    for seed in seeds(seed_range) {
+        for &proto in protos {
+            for procs in [1, 2] {
+                let nodes = 2 + (seed as usize % 3);
+                if let Err(e) = run_program(proto, nodes, procs, mode, seed) {
+                    panic!(
+                        "{} with {nodes} nodes x {procs} procs ({mode}) failed for seed {seed}: {e}\nreplay with DSM_SEED={seed}",
+                        proto.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn random_programs_match_the_model_with_threads() {
+    sweep(&[CSM_DMS, CSM_NONE], ExecMode::Threads, 0..12);
+}
+
+#[test]
+fn random_programs_match_the_model_with_processes() {
+    sweep(&[CSM_DMS, CSM_NONE], ExecMode::Processes, 1000..1004);
+}
+
+#[test]
+fn random_programs_match_the_model_under_the_mixed_variants() {
+    sweep(&[CSM_MS, CSM_S], ExecMode::Threads, 2000..2006);
+}
