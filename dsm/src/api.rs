@@ -30,7 +30,7 @@
 //! lock, barrier or flag of this crate orders the two accesses. A racy program does not
 //! corrupt the runtime, but may read stale or torn values.
 
-use crate::config::{Config, DataStrategy, DsmError, MetadataStrategy};
+use crate::config::{Config, DataStrategy, DsmError, FaultBackend, MetadataStrategy};
 use crate::directory::Directory;
 use crate::engine::{Allocation, Node, Regions};
 use crate::fault::Protector;
@@ -525,16 +525,18 @@ where
     let fail = |e: &dyn std::fmt::Display| e.to_string();
     let fabric = ctx.fabric;
     let heap_bytes = cfg.heap_bytes;
-    // The application view: PROT_NONE until the protocol opens pages.
+    // The application view: no access until the protocol opens pages (through PROT_NONE
+    // or, under userfaultfd, through absent page table entries).
+    let prot = Protector::initial_prot(cfg.backend);
     let view = match cfg.mode {
         ExecMode::Processes => sys::map_shared_fixed_noreplace(
             fabric.fd(),
             fabric.heap_file_offset(ctx.node),
             heap_bytes,
-            sys::Prot::None,
+            prot,
             PROCESS_VIEW_ADDR,
         ),
-        ExecMode::Threads => sys::map_shared(fabric.fd(), fabric.heap_file_offset(ctx.node), heap_bytes, sys::Prot::None),
+        ExecMode::Threads => sys::map_shared(fabric.fd(), fabric.heap_file_offset(ctx.node), heap_bytes, prot),
     }
     .map_err(|e| fail(&format!("cannot map the shared heap: {e}")))?;
     let mut setup = Setup {
@@ -560,7 +562,8 @@ where
     if npages > u32::MAX as usize {
         return Err("the heap has more pages than the directory can name".into());
     }
-    if cfg.mode == ExecMode::Threads {
+    // Only mprotect splits the view into one mapping per page.
+    if cfg.mode == ExecMode::Threads && cfg.backend == FaultBackend::Mprotect {
         let maps_per_node = npages + 16;
         if let Some(limit) = sys::max_map_count() {
             if maps_per_node * cfg.nodes > limit {
@@ -600,6 +603,8 @@ where
     };
     let (dir, sync, regions) = build().map_err(|e| e.to_string())?;
     let nbarriers = sync.nbarriers;
+    let protector = Protector::new(cfg.backend, &view, fabric.heap_ptr(ctx.node, 0) as usize, cfg.page_bytes)
+        .map_err(|e| format!("cannot set up the {} fault backend: {e}", cfg.backend))?;
     let node = Arc::new(Node::new(
         ctx.node,
         cfg.procs_per_node,
@@ -613,7 +618,7 @@ where
         dir,
         sync,
         regions,
-        Protector::new(cfg.backend, view.addr(), cfg.page_bytes),
+        protector,
     ));
     if let Some(homes) = homes {
         for &(p, h) in homes {

@@ -121,6 +121,10 @@ impl std::fmt::Display for FaultBackend {
     }
 }
 
+/// Why [`FaultBackend::Userfaultfd`] is refused by a build without it.
+pub(crate) const UFFD_NOT_BUILT: &str = "the userfaultfd fault backend is not built in; rebuild with \
+    `--features dsm/userfaultfd` (its build needs libclang: apt-get install libclang-dev), or use the mprotect backend";
+
 /// Everything needed to start a cluster.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -229,6 +233,9 @@ impl Config {
         }
         if self.heap_bytes == 0 || self.heap_bytes % self.page_bytes != 0 {
             return bad(format!("heap size {} is not a positive multiple of the page size {}", self.heap_bytes, self.page_bytes));
+        }
+        if self.backend == FaultBackend::Userfaultfd && !cfg!(feature = "userfaultfd") {
+            return bad(UFFD_NOT_BUILT.into());
         }
         if let Some(why) = self.protocol.unsupported() {
             return Err(DsmError::Unsupported { protocol: self.protocol.name.into(), why: why.into() });

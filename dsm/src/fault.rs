@@ -1,40 +1,110 @@
 //! Fault backends: how the protocol's page states become access rights on the
 //! application view, and how an access to a page the node may not touch reaches the
 //! engine. Both deliver the fault to the faulting thread (no handler thread, so no
-//! cross-core wake-up on the fault path).
+//! cross-core wake-up on the fault path), and both reach the same signal handler.
 //!
 //! * mprotect: `PROT_NONE` / `PROT_READ` / `PROT_READ | PROT_WRITE` per page; the
 //!   SIGSEGV handler tells reads from writes by the page-fault error code.
+//! * userfaultfd (cargo feature `userfaultfd`): the view is mapped read-write once and
+//!   registered for missing, minor and write-protect faults, raised as SIGBUS. `Invalid`
+//!   drops the page's page table entries, `Read` installs them write-protected from the
+//!   page cache, `Write` installs them writable or lifts the write protection. The view
+//!   stays one mapping, so `vm.max_map_count` does not limit the heap.
 
 use crate::config::FaultBackend;
 use crate::engine::Access;
-use crate::sys::{self, Prot};
+use crate::sys::{self, Mapping, Prot};
+use std::io;
+#[cfg(feature = "userfaultfd")]
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Sets access rights on the application view of one node's heap.
 pub(crate) struct Protector {
     base: usize,
     page_bytes: usize,
-    backend: FaultBackend,
+    how: How,
+}
+
+enum How {
+    Mprotect,
+    #[cfg(feature = "userfaultfd")]
+    Userfaultfd {
+        view: sys::UffdView,
+        /// The access each page was last given (an [`Access`] as `u8`), to pick the
+        /// operation that moves it to the next. Changed under the engine's page lock.
+        state: Vec<AtomicU8>,
+    },
 }
 
 impl Protector {
-    pub fn new(backend: FaultBackend, base: usize, page_bytes: usize) -> Protector {
-        Protector { base, page_bytes, backend }
+    /// The protection the application view must be mapped with under `backend`: no access
+    /// for mprotect (pages open one by one), read-write for userfaultfd (access is governed
+    /// by the page tables instead).
+    pub fn initial_prot(backend: FaultBackend) -> Prot {
+        match backend {
+            FaultBackend::Mprotect => Prot::None,
+            FaultBackend::Userfaultfd => Prot::ReadWrite,
+        }
+    }
+
+    /// Sets up `backend` on `view`, mapped with [`Protector::initial_prot`]; `alias` is the
+    /// runtime's mapping of the same heap. Every page starts `Invalid`.
+    pub fn new(backend: FaultBackend, view: &Mapping, alias: usize, page_bytes: usize) -> io::Result<Protector> {
+        let how = match backend {
+            FaultBackend::Mprotect => {
+                let _ = alias;
+                How::Mprotect
+            }
+            #[cfg(feature = "userfaultfd")]
+            FaultBackend::Userfaultfd => How::Userfaultfd {
+                view: sys::UffdView::register(view, alias)?,
+                state: (0..view.len() / page_bytes).map(|_| AtomicU8::new(Access::Invalid as u8)).collect(),
+            },
+            #[cfg(not(feature = "userfaultfd"))]
+            FaultBackend::Userfaultfd => return Err(io::Error::other(crate::config::UFFD_NOT_BUILT)),
+        };
+        Ok(Protector { base: view.addr(), page_bytes, how })
     }
 
     /// Gives the application `access` to page `p`. Failure here means the process ran out
     /// of mappings or the view is gone: nothing the protocol can recover from.
     pub fn set(&self, p: u32, access: Access) {
-        let prot = match access {
-            Access::Invalid => Prot::None,
-            Access::Read => Prot::Read,
-            Access::Write => Prot::ReadWrite,
+        let result = match &self.how {
+            How::Mprotect => {
+                let prot = match access {
+                    Access::Invalid => Prot::None,
+                    Access::Read => Prot::Read,
+                    Access::Write => Prot::ReadWrite,
+                };
+                sys::protect(self.base + p as usize * self.page_bytes, self.page_bytes, prot)
+            }
+            #[cfg(feature = "userfaultfd")]
+            How::Userfaultfd { view, state } => {
+                let old = state[p as usize].swap(access as u8, Ordering::Relaxed);
+                self.set_uffd(view, p, old == Access::Invalid as u8, access)
+            }
         };
-        match self.backend {
-            FaultBackend::Mprotect | FaultBackend::Userfaultfd => {
-                if let Err(e) = sys::protect(self.base + p as usize * self.page_bytes, self.page_bytes, prot) {
-                    panic!("cannot change the protection of page {p}: {e}");
+        if let Err(e) = result {
+            panic!("cannot change the access to page {p}: {e}");
+        }
+    }
+
+    #[cfg(feature = "userfaultfd")]
+    fn set_uffd(&self, view: &sys::UffdView, p: u32, was_invalid: bool, access: Access) -> io::Result<()> {
+        let (offset, len) = (p as usize * self.page_bytes, self.page_bytes);
+        match access {
+            Access::Invalid => view.zap(offset, len),
+            Access::Read | Access::Write => {
+                let writable = access == Access::Write;
+                if was_invalid {
+                    match view.install(offset, len, writable) {
+                        // Only when the recorded state lags behind the page tables (the
+                        // engine's abort path opens pages without the page lock).
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        r => return r,
+                    }
                 }
+                view.write_protect(offset, len, !writable)
             }
         }
     }

@@ -79,9 +79,7 @@ struct Managed {
 
 pub(crate) struct SyncState {
     strategy: SyncStrategy,
-    pub nlocks: usize,
     pub nbarriers: usize,
-    pub nflags: usize,
     locks: Option<(Region, u64)>,
     barriers: Option<(Region, u64)>,
     flags: Option<Region>,
@@ -120,9 +118,7 @@ impl SyncState {
         }
         Ok(SyncState {
             strategy,
-            nlocks,
             nbarriers,
-            nflags,
             locks,
             barriers,
             flags,

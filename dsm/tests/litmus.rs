@@ -1,24 +1,48 @@
-//! Litmus tests of the coherence protocol, under CSM-DMS and CSM-None.
+//! Litmus tests of the coherence protocol, under CSM-DMS and CSM-None, on every fault
+//! backend built in (or only on `DSM_BACKEND` when it is set).
 
-use dsm::{Cluster, Config, ExecMode, Protocol};
+use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
-fn config(protocol: Protocol, nodes: usize, procs: usize, mode: ExecMode) -> Config {
-    let mut c = Config::new(nodes, procs, protocol);
+/// One protocol on one fault backend.
+struct Case {
+    proto: Protocol,
+    backend: FaultBackend,
+    name: String,
+}
+
+fn config(case: &Case, nodes: usize, procs: usize, mode: ExecMode) -> Config {
+    let mut c = Config::new(nodes, procs, case.proto);
     c.heap_bytes = 16 << 20;
     c.mode = mode;
+    c.backend = case.backend;
     c
 }
 
-fn both() -> [Protocol; 2] {
-    [CSM_DMS, CSM_NONE]
+/// The fault backends this build has, or the one `DSM_BACKEND` names.
+fn backends() -> Vec<FaultBackend> {
+    match std::env::var("DSM_BACKEND") {
+        Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
+        _ if cfg!(feature = "userfaultfd") => vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd],
+        _ => vec![FaultBackend::Mprotect],
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    for backend in backends() {
+        for proto in [CSM_DMS, CSM_NONE] {
+            out.push(Case { proto, backend, name: format!("{} on {backend}", case.name) });
+        }
+    }
+    out
 }
 
 /// A value written before a lock release is seen by the next holder of the lock.
 #[test]
 fn message_passing_through_a_lock() {
-    for proto in both() {
-        let report = Cluster::new(config(proto, 2, 1, ExecMode::Threads))
+    for case in cases() {
+        let report = Cluster::new(config(&case, 2, 1, ExecMode::Threads))
             .run(|s| {
                 let data = s.alloc::<u64>(1024);
                 let ready = s.alloc::<u64>(1);
@@ -46,16 +70,16 @@ fn message_passing_through_a_lock() {
                 }
             })
             .unwrap();
-        assert_eq!(report.results[1], (0..1024u64).map(|i| 1000 + i).sum::<u64>(), "{}", proto.name);
+        assert_eq!(report.results[1], (0..1024u64).map(|i| 1000 + i).sum::<u64>(), "{}", case.name);
     }
 }
 
 /// After a barrier, every processor sees every write made before it, on every node.
 #[test]
 fn visibility_after_a_barrier() {
-    for proto in both() {
+    for case in cases() {
         for mode in [ExecMode::Threads, ExecMode::Processes] {
-            let r = Cluster::new(config(proto, 3, 2, mode)).run(|s| {
+            let r = Cluster::new(config(&case, 3, 2, mode)).run(|s| {
                 let a = s.alloc::<u32>(6 * 3000);
                 let bar = s.barrier();
                 move |p| {
@@ -75,7 +99,7 @@ fn visibility_after_a_barrier() {
             });
             match r {
                 Err(dsm::DsmError::Launch(e)) if e.is_other_run() => continue,
-                r => assert_eq!(r.unwrap().results, vec![1; 6], "{} {mode}", proto.name),
+                r => assert_eq!(r.unwrap().results, vec![1; 6], "{} {mode}", case.name),
             }
         }
     }
@@ -84,8 +108,8 @@ fn visibility_after_a_barrier() {
 /// A flag orders the setter's earlier writes before the waiter's later reads.
 #[test]
 fn a_flag_publishes_data() {
-    for proto in both() {
-        let r = Cluster::new(config(proto, 2, 2, ExecMode::Threads))
+    for case in cases() {
+        let r = Cluster::new(config(&case, 2, 2, ExecMode::Threads))
             .run(|s| {
                 let a = s.alloc::<f64>(4096);
                 let flags = s.flags(4);
@@ -108,7 +132,7 @@ fn a_flag_publishes_data() {
             })
             .unwrap();
         let want: f64 = (0..4096).map(|i| i as f64 * 0.5).sum();
-        assert!(r.results.iter().all(|&s| s == want), "{}: {:?}", proto.name, r.results);
+        assert!(r.results.iter().all(|&s| s == want), "{}: {:?}", case.name, r.results);
     }
 }
 
@@ -116,8 +140,8 @@ fn a_flag_publishes_data() {
 /// survives the diffs.
 #[test]
 fn false_sharing_keeps_every_write() {
-    for proto in both() {
-        let r = Cluster::new(config(proto, 4, 1, ExecMode::Threads))
+    for case in cases() {
+        let r = Cluster::new(config(&case, 4, 1, ExecMode::Threads))
             .run(|s| {
                 let a = s.alloc::<u16>(2048 * 3);
                 let bar = s.barrier();
@@ -136,7 +160,7 @@ fn false_sharing_keeps_every_write() {
                 }
             })
             .unwrap();
-        assert!(r.counters.diffs > 0, "{}: false sharing must produce diffs", proto.name);
+        assert!(r.counters.diffs > 0, "{}: false sharing must produce diffs", case.name);
         assert!(r.counters.twins > 0);
     }
 }
@@ -145,8 +169,8 @@ fn false_sharing_keeps_every_write() {
 /// diffs it.
 #[test]
 fn home_writes_are_seen_elsewhere() {
-    for proto in both() {
-        let r = Cluster::new(config(proto, 2, 1, ExecMode::Threads))
+    for case in cases() {
+        let r = Cluster::new(config(&case, 2, 1, ExecMode::Threads))
             .run(|s| {
                 let a = s.alloc::<u64>(1024);
                 let bar = s.barrier();
@@ -170,9 +194,9 @@ fn home_writes_are_seen_elsewhere() {
             })
             .unwrap();
         let want: u64 = (0..1024u64).map(|i| 7 * i).sum();
-        assert_eq!(r.results, vec![want, want], "{}", proto.name);
-        assert_eq!(r.node_counters[0].diffs, 0, "{}: the home must not diff its own page", proto.name);
-        assert!(r.node_counters[1].invalidations >= 1, "{}: the reader's copy must be invalidated", proto.name);
+        assert_eq!(r.results, vec![want, want], "{}", case.name);
+        assert_eq!(r.node_counters[0].diffs, 0, "{}: the home must not diff its own page", case.name);
+        assert!(r.node_counters[1].invalidations >= 1, "{}: the reader's copy must be invalidated", case.name);
     }
 }
 
@@ -180,8 +204,8 @@ fn home_writes_are_seen_elsewhere() {
 /// reads it, the home leaves exclusive mode, and its later writes are noticed.
 #[test]
 fn exclusive_mode_is_entered_and_left() {
-    for proto in both() {
-        let r = Cluster::new(config(proto, 2, 1, ExecMode::Threads))
+    for case in cases() {
+        let r = Cluster::new(config(&case, 2, 1, ExecMode::Threads))
             .run(|s| {
                 let a = s.alloc::<u64>(1024);
                 let bar = s.barrier();
@@ -200,9 +224,20 @@ fn exclusive_mode_is_entered_and_left() {
                 }
             })
             .unwrap();
-        assert_eq!(r.results[1], (10, 20), "{}", proto.name);
-        assert_eq!(r.node_counters[0].exclusive_entries, 1, "{}", proto.name);
-        assert_eq!(r.node_counters[0].exclusive_exits, 1, "{}", proto.name);
-        assert_eq!(r.node_counters[0].twins, 0, "{}", proto.name);
+        assert_eq!(r.results[1], (10, 20), "{}", case.name);
+        assert_eq!(r.node_counters[0].exclusive_entries, 1, "{}", case.name);
+        assert_eq!(r.node_counters[0].exclusive_exits, 1, "{}", case.name);
+        assert_eq!(r.node_counters[0].twins, 0, "{}", case.name);
     }
+}
+
+/// Without the cargo feature, asking for userfaultfd is a configuration error that says
+/// how to get it.
+#[cfg(not(feature = "userfaultfd"))]
+#[test]
+fn userfaultfd_needs_its_cargo_feature() {
+    let mut c = Config::new(1, 1, CSM_NONE);
+    c.backend = FaultBackend::Userfaultfd;
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("--features dsm/userfaultfd") && e.contains("libclang-dev"), "{e}");
 }

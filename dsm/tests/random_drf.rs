@@ -6,7 +6,7 @@
 //! flag; after a barrier every processor checks every word against the sequential model.
 //! A failure names its seed; `DSM_SEED=<seed>` replays just that seed.
 
-use dsm::{Cluster, Config, ExecMode, Protocol};
+use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
 use protocol_variants::{CSM_DMS, CSM_MS, CSM_NONE, CSM_S};
 
 const WORDS: usize = 1536; // three 4 KiB pages of u64... plus a bit: 12 KiB
@@ -45,8 +45,16 @@ fn increments(seed: u64, round: usize, proc: usize) -> Vec<(usize, u64)> {
     (0..1 + r.below(12)).map(|_| (r.below(COUNTERS), 1 + r.below(1000) as u64)).collect()
 }
 
-fn run_program(proto: Protocol, nodes: usize, procs: usize, mode: ExecMode, seed: u64) -> Result<(), String> {
+fn run_program(
+    proto: Protocol,
+    backend: FaultBackend,
+    nodes: usize,
+    procs: usize,
+    mode: ExecMode,
+    seed: u64,
+) -> Result<(), String> {
     let mut c = Config::new(nodes, procs, proto);
+    c.backend = backend;
     c.heap_bytes = 1 << 20;
     c.page_bytes = 4096;
     c.mode = mode;
@@ -132,16 +140,28 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
     }
 }
 
+/// The fault backends this build has, or the one `DSM_BACKEND` names.
+fn backends() -> Vec<FaultBackend> {
+    match std::env::var("DSM_BACKEND") {
+        Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
+        _ if cfg!(feature = "userfaultfd") => vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd],
+        _ => vec![FaultBackend::Mprotect],
+    }
+}
+
 fn sweep(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>) {
-    for seed in seeds(seed_range) {
-        for &proto in protos {
-            for procs in [1, 2] {
-                let nodes = 2 + (seed as usize % 3);
-                if let Err(e) = run_program(proto, nodes, procs, mode, seed) {
-                    panic!(
-                        "{} with {nodes} nodes x {procs} procs ({mode}) failed for seed {seed}: {e}\nreplay with DSM_SEED={seed}",
-                        proto.name
-                    );
+    for backend in backends() {
+        for seed in seeds(seed_range.clone()) {
+            for &proto in protos {
+                for procs in [1, 2] {
+                    let nodes = 2 + (seed as usize % 3);
+                    if let Err(e) = run_program(proto, backend, nodes, procs, mode, seed) {
+                        panic!(
+                            "{} on {backend} with {nodes} nodes x {procs} procs ({mode}) failed for seed {seed}: {e}\n\
+                             replay with DSM_SEED={seed} DSM_BACKEND={backend}",
+                            proto.name
+                        );
+                    }
                 }
             }
         }

@@ -453,11 +453,6 @@ impl Fabric {
         self.header().abort.load(Ordering::Acquire) != 0
     }
 
-    /// The abort word, for waits that park on it.
-    pub(crate) fn abort_word(&self) -> &AtomicU32 {
-        &self.header().abort
-    }
-
     /// The result area of `node` (written by the node, read by the launcher).
     pub(crate) fn result_area(&self, node: usize) -> *mut u8 {
         assert!(node < self.layout.nodes);

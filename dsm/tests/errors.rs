@@ -1,0 +1,116 @@
+//! Bad input gets a clear error: accesses outside every allocation, data sets that do not
+//! fit the network, unlocking a lock one does not hold, variants the network cannot
+//! support, impossible configurations.
+
+use dsm::{Cluster, Config, DsmError, ExecMode};
+use protocol_variants::{CSM_DMS, CSM_NONE, CSM_NONE_MG};
+
+fn config(p: dsm::Protocol) -> Config {
+    let mut c = Config::new(2, 1, p);
+    c.heap_bytes = 64 << 20;
+    c
+}
+
+#[test]
+fn an_access_outside_every_allocation_names_the_address() {
+    let mut c = config(CSM_NONE);
+    // The fault handler ends the node process; in-process mode would end the test too.
+    c.mode = ExecMode::Processes;
+    let r = Cluster::new(c).run(|s| {
+        let words = s.alloc_named::<u64>(1024, "words");
+        move |p| {
+            if p.id() == 1 {
+                // SAFETY: the address lies inside this node's mapped heap view, past every
+                // allocation; the DSM turns the access into an error that ends the node.
+                let v = unsafe { words.as_ptr().add(8192 * 4).read_volatile() };
+                return v;
+            }
+            0
+        }
+    });
+    match r {
+        Err(DsmError::Launch(e)) if e.is_other_run() => {}
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.starts_with("node 1 failed: access to address 0x"), "{msg}");
+            assert!(msg.contains("outside every shared allocation") && msg.contains("`words`"), "{msg}");
+        }
+        Ok(_) => panic!("an access outside every allocation must fail"),
+    }
+}
+
+#[test]
+fn a_data_set_larger_than_the_network_address_space_fails_under_csm_dms() {
+    let mut c = config(CSM_DMS);
+    c.heap_bytes = 256 << 20;
+    let e = Cluster::new(c)
+        .run(|s| {
+            let _big = s.alloc_named::<u8>(200 << 20, "big");
+            move |_p| ()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not fit the network address space of DEC Memory Channel 2 (128 MiB)"), "{e}");
+    assert!(e.contains("use CSM-MS or CSM-None"), "{e}");
+    // The same data set runs under CSM-None, whose data is not in network space.
+    let mut c = config(CSM_NONE);
+    c.heap_bytes = 256 << 20;
+    Cluster::new(c)
+        .run(|s| {
+            let big = s.alloc_named::<u8>(200 << 20, "big");
+            move |p| big.set(p.id() << 20, 1)
+        })
+        .unwrap();
+}
+
+#[test]
+fn unlock_without_lock_is_refused() {
+    for proto in [CSM_DMS, CSM_NONE] {
+        let r = Cluster::new(config(proto))
+            .run(|s| {
+                let l = s.lock();
+                move |p| l.try_release(p).map_err(|e| e.to_string())
+            })
+            .unwrap();
+        for e in r.results {
+            let msg = e.unwrap_err();
+            assert!(msg.contains("does not hold it"), "{msg}");
+        }
+    }
+}
+
+#[test]
+fn a_variant_the_network_cannot_support_names_the_missing_feature() {
+    let mut c = config(CSM_DMS);
+    c.profile = dsm::net::profile::by_name("gige-tcp").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("CSM-DMS needs remote write and broadcast and total order"), "{e}");
+    let mut c = config(CSM_NONE);
+    c.profile = dsm::net::profile::by_name("gige-tcp").unwrap();
+    c.validate().unwrap();
+}
+
+#[test]
+fn impossible_configurations_are_refused() {
+    let mut c = config(CSM_NONE);
+    c.nodes = 0;
+    assert!(c.validate().unwrap_err().to_string().contains("at least one node"));
+    let mut c = config(CSM_NONE);
+    c.procs_per_node = 0;
+    assert!(c.validate().unwrap_err().to_string().contains("at least one processor"));
+    let mut c = config(CSM_NONE);
+    c.page_bytes = 3000;
+    assert!(c.validate().unwrap_err().to_string().contains("page size 3000"));
+    let e = config(CSM_NONE_MG).validate().unwrap_err().to_string();
+    assert!(e.contains("CSM-None-Mg is not available: home migration is not implemented yet"), "{e}");
+    let mut c = config(CSM_NONE);
+    c.heap_bytes = 1 << 20;
+    let e = Cluster::new(c)
+        .run(|s| {
+            let _a = s.alloc::<u64>(1 << 20);
+            move |_p| ()
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("exceed the heap") && e.contains("DSM_HEAP_MB"), "{e}");
+}
