@@ -781,3 +781,77 @@ impl UffdView {
         }
     }
 }
+
+#[cfg(all(test, feature = "userfaultfd"))]
+mod uffd_tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// What the test's fault function sees and how it answers.
+    struct Probe {
+        view: UffdView,
+        base: usize,
+        faults: AtomicU32,
+        last_write: AtomicBool,
+    }
+
+    /// Opens the faulting page: write-protected on a read, writable on a write.
+    fn on_fault(ctx: usize, access: FaultAccess) -> bool {
+        // SAFETY: ctx is the address of the Probe the test keeps alive while registered.
+        let probe = unsafe { &*(ctx as *const Probe) };
+        probe.faults.fetch_add(1, Ordering::SeqCst);
+        probe.last_write.store(access.write, Ordering::SeqCst);
+        let page = host_page_size();
+        let offset = (access.addr - probe.base) / page * page;
+        let r = match probe.view.install(offset, page, access.write) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => probe.view.write_protect(offset, page, false),
+            r => r,
+        };
+        r.is_ok()
+    }
+
+    /// Missing, minor and write-protect faults arrive as SIGBUS in the faulting thread,
+    /// with the error code telling reads from writes; contents come from the page cache.
+    #[test]
+    fn userfaultfd_faults_reach_the_handler_as_reads_and_writes() {
+        let page = host_page_size();
+        let fd = memfd_create("uffd-test", 4 * page).unwrap();
+        let alias = map_shared(&fd, 0, 4 * page, Prot::ReadWrite).unwrap();
+        let view = map_shared(&fd, 0, 4 * page, Prot::ReadWrite).unwrap();
+        let probe = Box::new(Probe {
+            view: UffdView::register(&view, alias.addr()).unwrap(),
+            base: view.addr(),
+            faults: AtomicU32::new(0),
+            last_write: AtomicBool::new(false),
+        });
+        let _reg = register_fault_range(view.addr(), view.len(), &*probe as *const Probe as usize, on_fault).unwrap();
+        let at = |i: usize| (view.addr() + i * page) as *mut u64;
+        let faults = || probe.faults.load(Ordering::SeqCst);
+        let last_write = || probe.last_write.load(Ordering::SeqCst);
+        // SAFETY (for the accesses below): the pointers lie in the view, which outlives
+        // them; faults on it are resolved by on_fault.
+        unsafe {
+            // Page 0 was never touched: a missing fault, resolved read-only.
+            assert_eq!(std::ptr::read_volatile(at(0)), 0);
+            assert_eq!((faults(), last_write()), (1, false));
+            std::ptr::write_volatile(at(0), 7); // write-protect fault
+            assert_eq!((faults(), last_write()), (2, true));
+            std::ptr::write_volatile(at(0), 8); // writable now: no fault
+            assert_eq!(faults(), 2);
+            assert_eq!(*(alias.addr() as *const u64), 8);
+            // Zapped, the page takes a minor fault and keeps its contents.
+            probe.view.zap(0, page).unwrap();
+            *(alias.addr() as *mut u64) = 9;
+            assert_eq!(std::ptr::read_volatile(at(0)), 9);
+            assert_eq!((faults(), last_write()), (3, false));
+            // A write to an absent page is a write fault, from any thread.
+            let p1 = at(1) as usize;
+            // SAFETY: as above.
+            std::thread::spawn(move || unsafe { std::ptr::write_volatile(p1 as *mut u64, 5) }).join().unwrap();
+            assert_eq!((faults(), last_write()), (4, true));
+            probe.view.write_protect(page, page, true).unwrap();
+            assert_eq!(std::ptr::read_volatile(at(1)), 5);
+            assert_eq!(faults(), 4, "a write-protected page stays readable");
+        }
+    }
+}

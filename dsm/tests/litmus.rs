@@ -32,7 +32,7 @@ fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     for backend in backends() {
         for proto in [CSM_DMS, CSM_NONE] {
-            out.push(Case { proto, backend, name: format!("{} on {backend}", case.name) });
+            out.push(Case { proto, backend, name: format!("{} on {backend}", proto.name) });
         }
     }
     out

@@ -7,7 +7,8 @@
 //! value read through it is kept across one.
 
 use crate::{
-    back_substitute, eliminate, init_row, max_error, normalize, owner, row_len, rows_of, summary,
+    back_substitute_strided, eliminate, init_row, max_error, normalize, owner, row_len, rows_of,
+    shared_row_stride, summary,
 };
 use app_common::{AppError, AppResult};
 
@@ -18,8 +19,11 @@ pub fn run_parallel(
     config: &dsm::Config,
 ) -> Result<(AppResult, dsm::Report<()>), AppError> {
     let w = row_len(n);
+    // Each row starts on its own page: rows are written by their owners only, so whole
+    // pages per row keep the owners from sharing pages (no false sharing between rows).
+    let stride = shared_row_stride(n, config.page_bytes);
     let report = dsm::Cluster::new(config.clone()).run(|s| {
-        let m = s.alloc_named::<f64>(n * w, "gauss augmented matrix");
+        let m = s.alloc_named::<f64>(n * stride, "gauss augmented matrix");
         let pivot_ready = s.flags(n);
         let bar = s.barrier();
         move |p: &dsm::Proc| -> Option<AppResult> {
@@ -28,7 +32,7 @@ pub fn run_parallel(
                 // SAFETY: each processor writes its own rows only, and reads nothing.
                 let a = unsafe { m.as_mut_slice() };
                 for i in rows_of(id, nprocs, n) {
-                    init_row(seed, n, i, &mut a[i * w..(i + 1) * w]);
+                    init_row(seed, n, i, &mut a[i * stride..i * stride + w]);
                 }
             }
             bar.wait(p);
@@ -36,7 +40,7 @@ pub fn run_parallel(
                 if owner(k, nprocs) == id {
                     // SAFETY: row k is this processor's; nobody else reads it before flag k.
                     let a = unsafe { m.as_mut_slice() };
-                    normalize(&mut a[k * w..(k + 1) * w], k);
+                    normalize(&mut a[k * stride..k * stride + w], k);
                     ready.set(p);
                 } else {
                     ready.wait(p);
@@ -45,8 +49,8 @@ pub fn run_parallel(
                 // (its owner set flag k after the last write to it) and only read now.
                 let a = unsafe { m.as_mut_slice() };
                 for i in rows_of(id, nprocs, n).filter(|&i| i > k) {
-                    let (done, rest) = a.split_at_mut(i * w);
-                    eliminate(&mut rest[..w], &done[k * w..(k + 1) * w], k);
+                    let (done, rest) = a.split_at_mut(i * stride);
+                    eliminate(&mut rest[..w], &done[k * stride..k * stride + w], k);
                 }
             }
             bar.wait(p);
@@ -55,7 +59,7 @@ pub fn run_parallel(
             }
             // SAFETY: after the barrier nobody writes the matrix any more.
             let a = unsafe { m.as_slice() };
-            Some(summary(max_error(&back_substitute(a, n))))
+            Some(summary(max_error(&back_substitute_strided(a, n, stride))))
         }
     })?;
     app_common::split_report(report)

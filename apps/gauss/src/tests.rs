@@ -153,3 +153,22 @@ fn every_size_resolves_and_the_paper_size_is_table_3() {
     assert_eq!(n, 2048);
     assert_eq!(n * row_len(n) * 8 / 1_000_000, 33);
 }
+
+#[test]
+fn shared_rows_start_on_page_boundaries() {
+    // 8 KiB pages hold 1024 doubles: a row of n + 1 entries rounds up to whole pages.
+    assert_eq!(shared_row_stride(1023, 8192), 1024);
+    assert_eq!(shared_row_stride(1024, 8192), 2048);
+    assert_eq!(shared_row_stride(2048, 8192), 3072);
+    assert_eq!(shared_row_stride(100, 4096), 512);
+    // The strided back-substitution of a padded copy gives the same answer.
+    let n = 40;
+    let mut m = system(7, n);
+    factor(&mut m, n);
+    let stride = shared_row_stride(n, 4096);
+    let mut padded = vec![f64::NAN; n * stride];
+    for i in 0..n {
+        padded[i * stride..i * stride + row_len(n)].copy_from_slice(&m[i * row_len(n)..(i + 1) * row_len(n)]);
+    }
+    assert_eq!(back_substitute_strided(&padded, n, stride), back_substitute(&m, n));
+}
