@@ -828,8 +828,8 @@ mod uffd_tests {
         let at = |i: usize| (view.addr() + i * page) as *mut u64;
         let faults = || probe.faults.load(Ordering::SeqCst);
         let last_write = || probe.last_write.load(Ordering::SeqCst);
-        // SAFETY (for the accesses below): the pointers lie in the view, which outlives
-        // them; faults on it are resolved by on_fault.
+        // SAFETY: every pointer accessed below lies in the view or the alias, which outlive
+        // the block; faults on the view are resolved by on_fault.
         unsafe {
             // Page 0 was never touched: a missing fault, resolved read-only.
             assert_eq!(std::ptr::read_volatile(at(0)), 0);
@@ -846,8 +846,7 @@ mod uffd_tests {
             assert_eq!((faults(), last_write()), (3, false));
             // A write to an absent page is a write fault, from any thread.
             let p1 = at(1) as usize;
-            // SAFETY: as above.
-            std::thread::spawn(move || unsafe { std::ptr::write_volatile(p1 as *mut u64, 5) }).join().unwrap();
+            std::thread::spawn(move || std::ptr::write_volatile(p1 as *mut u64, 5)).join().unwrap();
             assert_eq!((faults(), last_write()), (4, true));
             probe.view.write_protect(page, page, true).unwrap();
             assert_eq!(std::ptr::read_volatile(at(1)), 5);
