@@ -365,9 +365,22 @@ pub struct Report<R> {
     pub page_bytes: usize,
     pub backend: String,
     pub mode: String,
+    /// The home of every page that got one, as `(page, node)` sorted by page: write it
+    /// with [`Report::homes_file`] to replay these homes in another run (the paper's
+    /// footnote 4 replays CSM-DMS's first-touch homes in the other variants).
+    pub homes: Vec<(u32, u8)>,
 }
 
 impl<R> Report<R> {
+    /// The homes in the format `Config::homes_file` reads: one `page home` per line.
+    pub fn homes_file(&self) -> String {
+        let mut s = String::from("# page home\n");
+        for (p, h) in &self.homes {
+            s += &format!("{p} {h}\n");
+        }
+        s
+    }
+
     /// Separates the processors' results from the rest of the report.
     pub fn take_results(self) -> (Vec<R>, Report<()>) {
         let results = self.results;
@@ -384,6 +397,7 @@ impl<R> Report<R> {
             page_bytes: self.page_bytes,
             backend: self.backend,
             mode: self.mode,
+            homes: self.homes,
         };
         (results, rest)
     }
@@ -394,6 +408,7 @@ struct NodeOutcome<R> {
     results: Vec<(ProcReport, R)>,
     counters: Counters,
     elapsed_ns: u64,
+    homes: Vec<u32>,
 }
 
 /// A cluster configuration ready to run programs.
@@ -448,17 +463,20 @@ impl Cluster {
             page_bytes: cfg.page_bytes,
             backend: cfg.backend.to_string(),
             mode: cfg.mode.to_string(),
+            homes: Vec::new(),
         };
-        for bytes in outcomes {
+        for (node, bytes) in outcomes.into_iter().enumerate() {
             let o: NodeOutcome<R> = serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
             report.counters.add(&o.counters);
             report.node_counters.push(o.counters);
             report.elapsed_ns = report.elapsed_ns.max(o.elapsed_ns);
+            report.homes.extend(o.homes.iter().map(|&p| (p, node as u8)));
             for (pr, r) in o.results {
                 report.procs.push(pr);
                 report.results.push(r);
             }
         }
+        report.homes.sort_unstable();
         Ok(report)
     }
 }
@@ -687,7 +705,7 @@ where
     counters.packets = net.packets;
     counters.net_bytes = net.bytes;
     counters.broadcasts = net.broadcasts;
-    let outcome = NodeOutcome { results, counters, elapsed_ns };
+    let outcome = NodeOutcome { results, counters, elapsed_ns, homes: node.own_homes() };
     let bytes = serde_json::to_vec(&outcome).map_err(|e| fail(&e))?;
     drop(node);
     drop(view);

@@ -211,7 +211,7 @@ impl Directory {
                 let mut out = Vec::new();
                 for chunk in pages.chunks(per_message) {
                     let bytes: Vec<u8> = chunk.iter().flat_map(|p| p.to_le_bytes()).collect();
-                    Clock::message(|| node.net.request(to, kind::NOTICE, my_slot(node), &bytes, &mut out))
+                    Clock::message(|| node.request(to, kind::NOTICE, &bytes, &mut out))
                         .unwrap_or_else(|e| panic!("{e}"));
                 }
             }

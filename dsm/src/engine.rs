@@ -229,7 +229,7 @@ impl Node {
             self.assign_home(p, self.id)
         } else {
             let mut out = Vec::new();
-            Clock::message(|| self.net.request(self.manager_of(p), kind::HOME, my_slot(self), &p.to_le_bytes(), &mut out))
+            Clock::message(|| self.request(self.manager_of(p), kind::HOME, &p.to_le_bytes(), &mut out))
                 .unwrap_or_else(|e| Self::net_err(e));
             out[0] as usize
         };
@@ -258,14 +258,9 @@ impl Node {
         }
     }
 
-    /// The homes this node knows, for writing a homes file.
-    pub fn known_homes(&self) -> Vec<(u32, u8)> {
-        (0..self.npages as u32)
-            .filter_map(|p| {
-                let h = self.homes[p as usize].load(Ordering::Acquire);
-                (h != NO_HOME).then_some((p, h))
-            })
-            .collect()
+    /// The pages this node is home of, for a homes file that replays them.
+    pub fn own_homes(&self) -> Vec<u32> {
+        (0..self.npages as u32).filter(|&p| self.is_home(p)).collect()
     }
 
     // -------------------------------------------------------------------------------
@@ -334,7 +329,7 @@ impl Node {
         // the home that misses our entry happened before our fetch was served.
         self.dir.join(self, p, false);
         let mut out = Vec::with_capacity(self.page_bytes);
-        Clock::message(|| self.net.request(home, kind::FETCH, my_slot(self), &p.to_le_bytes(), &mut out))
+        Clock::message(|| self.request(home, kind::FETCH, &p.to_le_bytes(), &mut out))
             .unwrap_or_else(|e| Self::net_err(e));
         assert_eq!(out.len(), self.page_bytes, "page reply of the wrong size");
         self.alias_page(p).copy_from_slice(&out);
@@ -447,7 +442,7 @@ impl Node {
                         msg.extend_from_slice(bytes);
                         runs.next();
                     }
-                    Clock::message(|| self.net.request(home, kind::DIFF, my_slot(self), &msg, &mut out))
+                    Clock::message(|| self.request(home, kind::DIFF, &msg, &mut out))
                         .unwrap_or_else(|e| Self::net_err(e));
                     if runs.peek().is_none() {
                         break;
@@ -528,6 +523,27 @@ impl Node {
     // -------------------------------------------------------------------------------
     // The service thread.
     // -------------------------------------------------------------------------------
+
+    /// Sends a request and waits for its reply, serving this node's incoming messages
+    /// while it waits. Safe because handlers take only home pages' locks (never held by a
+    /// processor that waits on the network) and never wait themselves.
+    pub fn request(&self, to: usize, k: u16, payload: &[u8], out: &mut Vec<u8>) -> Result<(), MsgError> {
+        self.net.request_polling(to, k, my_slot(self), payload, out, &mut || self.net.poll(|m| self.handle(m)))
+    }
+
+    /// Waits until `ready()` holds, serving this node's messages while it spins.
+    pub fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), MsgError> {
+        for i in 0..20_000u32 {
+            if ready() {
+                return Ok(());
+            }
+            if i % 64 == 0 {
+                self.net.poll(|m| self.handle(m));
+            }
+            std::hint::spin_loop();
+        }
+        self.net.wait_until(0, ready)
+    }
 
     /// Runs the service loop until [`Node::stop_service`]: polls, spins briefly, then parks.
     pub fn serve(&self) {

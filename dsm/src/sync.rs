@@ -135,7 +135,7 @@ impl SyncState {
 
     fn request(node: &Node, to: usize, k: u16, payload: &[u8]) {
         let mut out = Vec::new();
-        node.net.request(to, k, my_slot(node), payload, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        node.request(to, k, payload, &mut out).unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub fn lock_acquire(&self, node: &Node, lock: usize, proc: usize) {
@@ -169,7 +169,7 @@ impl SyncState {
                 return;
             }
             node.net.tx(region).write_u32(me, 0);
-            node.net.wait_until(2_000, others_clear).unwrap_or_else(|e| panic!("{e}"));
+            node.wait_until(others_clear).unwrap_or_else(|e| panic!("{e}"));
             for _ in 0..backoff * 64 {
                 std::hint::spin_loop();
             }
@@ -243,14 +243,13 @@ impl SyncState {
                 let sense = base + 8 * node.nodes as u64;
                 if node.id == 0 {
                     node.net.ring_bells(1);
-                    node.net
-                        .wait_until(2_000, || (0..node.nodes).all(|n| rx.load_u64(base + 8 * n as u64) >= epoch))
+                    node.wait_until(|| (0..node.nodes).all(|n| rx.load_u64(base + 8 * n as u64) >= epoch))
                         .unwrap_or_else(|e| panic!("{e}"));
                     tx.write_u64(sense, epoch);
                     node.net.ring_bells(node.net.all_nodes());
                 } else {
                     node.net.ring_bells(1);
-                    node.net.wait_until(2_000, || rx.load_u64(sense) >= epoch).unwrap_or_else(|e| panic!("{e}"));
+                    node.wait_until(|| rx.load_u64(sense) >= epoch).unwrap_or_else(|e| panic!("{e}"));
                 }
             }
             SyncStrategy::Messages => {
@@ -281,7 +280,7 @@ impl SyncState {
             SyncStrategy::Network => {
                 let region = self.flags.expect("network flags need their region");
                 let rx = node.net.rx(region);
-                node.net.wait_until(2_000, || rx.load_u64(f as u64 * 8) != 0).unwrap_or_else(|e| panic!("{e}"));
+                node.wait_until(|| rx.load_u64(f as u64 * 8) != 0).unwrap_or_else(|e| panic!("{e}"));
             }
             SyncStrategy::Messages => Self::request(node, f % node.nodes, kind::FLAG_WAIT, &(f as u32).to_le_bytes()),
         });

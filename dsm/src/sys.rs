@@ -359,7 +359,7 @@ fn install_handlers() -> io::Result<()> {
         for (sig, prev) in [(libc::SIGSEGV, &raw mut PREV_SEGV), (libc::SIGBUS, &raw mut PREV_BUS)] {
             // SAFETY: a zeroed sigaction is a valid starting value; we fill the fields we use.
             let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-            sa.sa_sigaction = fault_signal_handler as usize;
+            sa.sa_sigaction = fault_signal_handler as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
             // SAFETY: sa_mask is a valid sigset_t; prev points to static storage written once,
             // inside call_once, before any handler can read it.

@@ -241,3 +241,46 @@ fn userfaultfd_needs_its_cargo_feature() {
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("--features dsm/userfaultfd") && e.contains("libclang-dev"), "{e}");
 }
+
+/// Homes captured from one run replay in another (the paper's footnote 4): the replaying
+/// run assigns exactly the captured homes, even where its own first touches would differ.
+#[test]
+fn homes_captured_from_one_variant_replay_in_another() {
+    let program = |s: &mut dsm::Setup| {
+        let a = s.alloc::<u64>(8 * 1024);
+        let bar = s.barrier();
+        move |p: &dsm::Proc| {
+            // Node 1 touches the first half first, node 0 the second half.
+            let half = a.len() / 2;
+            let mine = if p.node() == 1 { 0..half } else { half..a.len() };
+            for i in mine.step_by(1024) {
+                a.set(i, 1);
+            }
+            bar.wait(p);
+        }
+    };
+    let first = Cluster::new(config(&cases()[0], 2, 1, ExecMode::Threads)).run(program).unwrap();
+    assert_eq!(first.homes.len(), 8, "every page got a home");
+    assert!(first.homes.iter().all(|&(p, h)| h == if p < 4 { 1 } else { 0 }), "{:?}", first.homes);
+    let dir = std::env::temp_dir().join(format!("cashmere-homes-{}", std::process::id()));
+    std::fs::write(&dir, first.homes_file()).unwrap();
+    // Replay under CSM-None with a program whose first touches are the other way round.
+    let mut c = config(&cases()[1], 2, 1, ExecMode::Threads);
+    c.homes_file = Some(dir.clone());
+    let replay = Cluster::new(c)
+        .run(|s| {
+            let a = s.alloc::<u64>(8 * 1024);
+            let bar = s.barrier();
+            move |p: &dsm::Proc| {
+                for i in (0..a.len()).step_by(1024) {
+                    if (i < a.len() / 2) == (p.node() == 0) {
+                        a.set(i, 2);
+                    }
+                }
+                bar.wait(p);
+            }
+        })
+        .unwrap();
+    std::fs::remove_file(&dir).unwrap();
+    assert_eq!(replay.homes, first.homes);
+}

@@ -170,15 +170,15 @@ fn sweep(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>) 
 
 #[test]
 fn random_programs_match_the_model_with_threads() {
-    sweep(&[CSM_DMS, CSM_NONE], ExecMode::Threads, 0..12);
+    sweep(&[CSM_DMS, CSM_NONE], ExecMode::Threads, 0..40);
 }
 
 #[test]
 fn random_programs_match_the_model_with_processes() {
-    sweep(&[CSM_DMS, CSM_NONE], ExecMode::Processes, 1000..1004);
+    sweep(&[CSM_DMS, CSM_NONE], ExecMode::Processes, 1000..1010);
 }
 
 #[test]
 fn random_programs_match_the_model_under_the_mixed_variants() {
-    sweep(&[CSM_MS, CSM_S], ExecMode::Threads, 2000..2006);
+    sweep(&[CSM_MS, CSM_S], ExecMode::Threads, 2000..2016);
 }

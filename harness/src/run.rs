@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// Write a JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the homes the run assigned here (replay them in another run with --homes).
+    #[arg(long)]
+    pub save_homes: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Show help (with the app's parameters when an app is named).
@@ -229,6 +232,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         pct(total.wait_ns),
         pct(total.message_ns)
     );
+    if let Some(path) = &a.save_homes {
+        std::fs::write(path, o.report.homes_file()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if let Some(path) = &a.json {
         let json = serde_json::json!({
             "schema": 1,

@@ -703,7 +703,23 @@ impl Net {
     /// Waits for the reply to request `token` in this node's mailbox `slot` and copies it
     /// into `out`.
     pub fn wait_reply(&self, slot: u16, token: u32, out: &mut Vec<u8>) -> Result<(), MsgError> {
-        self.msg.wait_reply(&self.fabric, slot, token, out)
+        self.msg.wait_reply(&self.fabric, slot, token, out, &mut || 0)
+    }
+
+    /// Like [`Net::request`], calling `poll` while it waits (see [`Net::poll`]): a waiting
+    /// processor can serve its node's incoming messages.
+    pub fn request_polling(
+        &self,
+        to: usize,
+        kind: u16,
+        slot: u16,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        poll: &mut dyn FnMut() -> usize,
+    ) -> Result<(), MsgError> {
+        let token = self.msg.next_token(slot);
+        self.send(to, kind, slot, token, payload)?;
+        self.msg.wait_reply(&self.fabric, slot, token, out, poll)
     }
 
     /// Sends a request and waits for its reply. `slot` is the caller's mailbox; each

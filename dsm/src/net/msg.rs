@@ -302,7 +302,17 @@ impl Messenger {
         Ok(())
     }
 
-    pub(super) fn wait_reply(&self, fabric: &Fabric, slot: u16, token: u32, out: &mut Vec<u8>) -> Result<(), MsgError> {
+    /// Waits for the reply `token` in mailbox `slot`. While it spins, it calls `poll` now
+    /// and then, so a waiting processor serves its node's messages (as Cashmere's
+    /// processors poll) instead of leaving them to a service thread that may be asleep.
+    pub(super) fn wait_reply(
+        &self,
+        fabric: &Fabric,
+        slot: u16,
+        token: u32,
+        out: &mut Vec<u8>,
+        poll: &mut dyn FnMut() -> usize,
+    ) -> Result<(), MsgError> {
         if slot as usize >= fabric.layout.mailboxes {
             return Err(MsgError::NoSuchMailbox { slot: slot as usize, slots: fabric.layout.mailboxes });
         }
@@ -314,6 +324,9 @@ impl Messenger {
         while tok.load(Ordering::SeqCst) != token {
             if spins < SPIN_POLLS {
                 spins += 1;
+                if spins % 64 == 0 {
+                    poll();
+                }
                 std::hint::spin_loop();
                 continue;
             }
