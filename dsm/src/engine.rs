@@ -22,7 +22,9 @@
 //! * A page is write-protected before it is diffed, so no write is lost between the diff
 //!   and the downgrade; a dirty page is flushed to its home before the node drops it.
 //! * A service thread never waits for a reply (it would deadlock with a peer doing the
-//!   same); processors may, holding at most one page lock while they do.
+//!   same); processors may, holding at most one page lock while they do, and never the
+//!   lock of a page this node is (or is claiming to become) home of, because a waiting
+//!   processor serves its node's messages, whose handlers take home pages' locks.
 
 use crate::config::{DataStrategy, MetadataStrategy, Protocol};
 use crate::diff;
@@ -303,6 +305,11 @@ impl Node {
     }
 
     fn read_fault(&self, p: u32) {
+        // Learn (or claim) the home before taking the page lock: a claimant that held the
+        // lock while it waited for the manager could be asked for the page it is becoming
+        // home of, by a processor that already sees the new home, and (serving messages
+        // while it waits) would then wait for its own lock.
+        self.home_of(p);
         let mut st = self.page(p);
         if st.access != Access::Invalid {
             return; // another processor of this node resolved it
@@ -337,6 +344,7 @@ impl Node {
     }
 
     fn write_fault(&self, p: u32) {
+        self.home_of(p); // before the page lock, as in read_fault
         let mut st = self.page(p);
         if st.access == Access::Write {
             return;
@@ -611,7 +619,12 @@ impl Node {
     /// exclusive mode first if needed, and returns the master copy.
     fn serve_fetch(&self, p: u32, from: usize) -> Vec<u8> {
         let mut st = self.page(p);
-        assert_eq!(self.homes[p as usize].load(Ordering::Acquire), self.id as u8, "fetch of page {p} at a node that is not its home");
+        // The manager may have told the requester that we are home before its reply to our
+        // own claim reached us: the request itself proves the assignment.
+        let known = self.homes[p as usize].compare_exchange(NO_HOME, self.id as u8, Ordering::AcqRel, Ordering::Acquire);
+        if let Err(h) = known {
+            assert_eq!(h, self.id as u8, "fetch of page {p} at node {}, but its home is node {h}", self.id);
+        }
         if st.exclusive {
             // Downgrade before copying, so every later write here faults and is noticed.
             self.protector.set(p, Access::Read);

@@ -155,6 +155,9 @@ fn sweep(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>) 
             for &proto in protos {
                 for procs in [1, 2] {
                     let nodes = 2 + (seed as usize % 3);
+                if std::env::var_os("DSM_TRACE_CASES").is_some() {
+                    eprintln!("case: seed {seed} {} {nodes}x{procs} {mode} {backend}", proto.name);
+                }
                     if let Err(e) = run_program(proto, backend, nodes, procs, mode, seed) {
                         panic!(
                             "{} on {backend} with {nodes} nodes x {procs} procs ({mode}) failed for seed {seed}: {e}\n\
