@@ -87,7 +87,11 @@ impl<T: Plain> Shared<T> {
     /// Reads element `i`.
     #[inline]
     pub fn get(&self, i: usize) -> T {
-        assert!(i < self.len, "index {i} out of bounds of a shared array of {}", self.len);
+        assert!(
+            i < self.len,
+            "index {i} out of bounds of a shared array of {}",
+            self.len
+        );
         // SAFETY: i is in bounds; the heap view is mapped for the life of the run and a
         // fault on it is resolved by the engine before the load completes; T is Plain.
         unsafe { std::ptr::read_volatile((self.ptr as *const T).add(i)) }
@@ -96,7 +100,11 @@ impl<T: Plain> Shared<T> {
     /// Writes element `i`.
     #[inline]
     pub fn set(&self, i: usize, v: T) {
-        assert!(i < self.len, "index {i} out of bounds of a shared array of {}", self.len);
+        assert!(
+            i < self.len,
+            "index {i} out of bounds of a shared array of {}",
+            self.len
+        );
         // SAFETY: as in get; the program is data-race-free (module doc).
         unsafe { std::ptr::write_volatile((self.ptr as *mut T).add(i), v) }
     }
@@ -231,24 +239,44 @@ impl Setup {
 
     /// Like [`Setup::alloc`], with a name used in error messages.
     pub fn alloc_named<T: Plain>(&mut self, len: usize, name: &str) -> Shared<T> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).unwrap_or(usize::MAX);
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
         let offset = self.used;
-        let end = offset.saturating_add(bytes).div_ceil(self.page_bytes).saturating_mul(self.page_bytes);
+        let end = offset
+            .saturating_add(bytes)
+            .div_ceil(self.page_bytes)
+            .saturating_mul(self.page_bytes);
         if end > self.heap_bytes {
             if self.error.is_none() {
-                self.error = Some(DsmError::HeapExhausted { wanted: end, heap: self.heap_bytes });
+                self.error = Some(DsmError::HeapExhausted {
+                    wanted: end,
+                    heap: self.heap_bytes,
+                });
             }
             // Hand out an empty array; the run stops before any processor starts.
-            return Shared { ptr: self.base, len: 0, _t: PhantomData };
+            return Shared {
+                ptr: self.base,
+                len: 0,
+                _t: PhantomData,
+            };
         }
         self.used = end.max(offset + self.page_bytes.min(bytes.max(1)));
-        self.allocations.push(Allocation { offset, len: bytes, what: name.to_string() });
-        Shared { ptr: self.base + offset, len, _t: PhantomData }
+        self.allocations.push(Allocation {
+            offset,
+            len: bytes,
+            what: name.to_string(),
+        });
+        Shared {
+            ptr: self.base + offset,
+            len,
+            _t: PhantomData,
+        }
     }
 
     pub fn lock(&mut self) -> Lock {
         self.nlocks += 1;
-        Lock { id: self.nlocks - 1 }
+        Lock {
+            id: self.nlocks - 1,
+        }
     }
 
     /// `n` locks with consecutive ids (for per-element locks).
@@ -258,12 +286,16 @@ impl Setup {
 
     pub fn barrier(&mut self) -> Barrier {
         self.nbarriers += 1;
-        Barrier { id: self.nbarriers - 1 }
+        Barrier {
+            id: self.nbarriers - 1,
+        }
     }
 
     pub fn flag(&mut self) -> Flag {
         self.nflags += 1;
-        Flag { id: self.nflags - 1 }
+        Flag {
+            id: self.nflags - 1,
+        }
     }
 
     pub fn flags(&mut self, n: usize) -> Vec<Flag> {
@@ -466,11 +498,14 @@ impl Cluster {
             homes: Vec::new(),
         };
         for (node, bytes) in outcomes.into_iter().enumerate() {
-            let o: NodeOutcome<R> = serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
+            let o: NodeOutcome<R> =
+                serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
             report.counters.add(&o.counters);
             report.node_counters.push(o.counters);
             report.elapsed_ns = report.elapsed_ns.max(o.elapsed_ns);
-            report.homes.extend(o.homes.iter().map(|&p| (p, node as u8)));
+            report
+                .homes
+                .extend(o.homes.iter().map(|&p| (p, node as u8)));
             for (pr, r) in o.results {
                 report.procs.push(pr);
                 report.results.push(r);
@@ -482,7 +517,10 @@ impl Cluster {
 }
 
 fn read_homes(path: &std::path::Path, nodes: usize) -> Result<Vec<(u32, u8)>, DsmError> {
-    let err = |why: String| DsmError::HomesFile { path: path.to_path_buf(), why };
+    let err = |why: String| DsmError::HomesFile {
+        path: path.to_path_buf(),
+        why,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -494,10 +532,17 @@ fn read_homes(path: &std::path::Path, nodes: usize) -> Result<Vec<(u32, u8)>, Ds
         let (Some(p), Some(h), None) = (it.next(), it.next(), it.next()) else {
             return Err(err(format!("line {}: expected `page home`", i + 1)));
         };
-        let p: u32 = p.parse().map_err(|_| err(format!("line {}: `{p}` is not a page number", i + 1)))?;
-        let h: u8 = h.parse().map_err(|_| err(format!("line {}: `{h}` is not a node number", i + 1)))?;
+        let p: u32 = p
+            .parse()
+            .map_err(|_| err(format!("line {}: `{p}` is not a page number", i + 1)))?;
+        let h: u8 = h
+            .parse()
+            .map_err(|_| err(format!("line {}: `{h}` is not a node number", i + 1)))?;
         if h as usize >= nodes {
-            return Err(err(format!("line {}: node {h} does not exist in a {nodes}-node cluster", i + 1)));
+            return Err(err(format!(
+                "line {}: node {h} does not exist in a {nodes}-node cluster",
+                i + 1
+            )));
         }
         out.push((p, h));
     }
@@ -513,28 +558,44 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
     // holds) for as long as the fault registration exists.
     let node = unsafe { &*(ctx as *const Node) };
     let offset = access.addr - node.app_base;
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.fault(offset, access.write)));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        node.fault(offset, access.write)
+    }));
     match outcome {
         Ok(Ok(())) => true,
         Ok(Err(msg)) => crate::launch::fail_from_fault_handler(node.net.fabric(), node.id, &msg),
         Err(_) if node.net.fabric().aborted() => {
             // The cluster is going down: let the access proceed on whatever the page holds;
             // the processor's next runtime call unwinds with the abort message.
-            node.protector.set((offset / node.page_bytes) as u32, crate::engine::Access::Write);
+            node.protector.set(
+                (offset / node.page_bytes) as u32,
+                crate::engine::Access::Write,
+            );
             true
         }
         Err(p) => {
-            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
             crate::launch::fail_from_fault_handler(
                 node.net.fabric(),
                 node.id,
-                &format!("protocol failure in a fault handler: {}", msg.unwrap_or_default()),
+                &format!(
+                    "protocol failure in a fault handler: {}",
+                    msg.unwrap_or_default()
+                ),
             )
         }
     }
 }
 
-fn run_node<S, B, R>(cfg: &Config, ctx: NodeCtx, setup_fn: &S, homes: Option<&[(u32, u8)]>) -> crate::launch::NodeResult
+fn run_node<S, B, R>(
+    cfg: &Config,
+    ctx: NodeCtx,
+    setup_fn: &S,
+    homes: Option<&[(u32, u8)]>,
+) -> crate::launch::NodeResult
 where
     S: Fn(&mut Setup) -> B + Sync,
     B: Fn(&Proc) -> R + Sync,
@@ -554,7 +615,12 @@ where
             prot,
             PROCESS_VIEW_ADDR,
         ),
-        ExecMode::Threads => sys::map_shared(fabric.fd(), fabric.heap_file_offset(ctx.node), heap_bytes, prot),
+        ExecMode::Threads => sys::map_shared(
+            fabric.fd(),
+            fabric.heap_file_offset(ctx.node),
+            heap_bytes,
+            prot,
+        ),
     }
     .map_err(|e| fail(&format!("cannot map the shared heap: {e}")))?;
     let mut setup = Setup {
@@ -601,19 +667,33 @@ where
             MetadataStrategy::HomeHeld => Directory::home_held(cfg.nodes, npages),
         };
         // One extra barrier: the engine's own, at the end of the run.
-        let sync = SyncState::new(proto.sync, &net, setup.nlocks, setup.nbarriers + 1, setup.nflags)?;
+        let sync = SyncState::new(
+            proto.sync,
+            &net,
+            setup.nlocks,
+            setup.nbarriers + 1,
+            setup.nflags,
+        )?;
         let data = match proto.data {
             DataStrategy::RemoteWrite => {
                 let space = net.space_left();
                 if heap_used as u64 > space {
                     return Err(DsmError::DataSetTooLarge {
                         data_mib: heap_used as f64 / (1 << 20) as f64,
-                        space_mib: cfg.profile.address_space_bytes.min(crate::net::profile::MAX_SIMULATED_ADDRESS_SPACE) >> 20,
+                        space_mib: cfg
+                            .profile
+                            .address_space_bytes
+                            .min(crate::net::profile::MAX_SIMULATED_ADDRESS_SPACE)
+                            >> 20,
                         network: cfg.profile.title.to_string(),
                         protocol: proto.name.to_string(),
                     });
                 }
-                Some(net.alloc_region(heap_used as u64, Backing::Heap { heap_offset: 0 }, "master copies of shared data")?)
+                Some(net.alloc_region(
+                    heap_used as u64,
+                    Backing::Heap { heap_offset: 0 },
+                    "master copies of shared data",
+                )?)
             }
             DataStrategy::Messages => None,
         };
@@ -621,8 +701,13 @@ where
     };
     let (dir, sync, regions) = build().map_err(|e| e.to_string())?;
     let nbarriers = sync.nbarriers;
-    let protector = Protector::new(cfg.backend, &view, fabric.heap_ptr(ctx.node, 0) as usize, cfg.page_bytes)
-        .map_err(|e| format!("cannot set up the {} fault backend: {e}", cfg.backend))?;
+    let protector = Protector::new(
+        cfg.backend,
+        &view,
+        fabric.heap_ptr(ctx.node, 0) as usize,
+        cfg.page_bytes,
+    )
+    .map_err(|e| format!("cannot set up the {} fault backend: {e}", cfg.backend))?;
     let node = Arc::new(Node::new(
         ctx.node,
         cfg.procs_per_node,
@@ -645,8 +730,13 @@ where
             }
         }
     }
-    let registration = sys::register_fault_range(view.addr(), heap_bytes, Arc::as_ptr(&node) as usize, on_fault)
-        .map_err(|e| fail(&e))?;
+    let registration = sys::register_fault_range(
+        view.addr(),
+        heap_bytes,
+        Arc::as_ptr(&node) as usize,
+        on_fault,
+    )
+    .map_err(|e| fail(&e))?;
     // Every node must have attached its receive regions before anyone transmits.
     crate::launch::startup_barrier(&fabric, ctx.node).map_err(|e| e.to_string())?;
     let start = sys::monotonic_ns();
@@ -667,7 +757,11 @@ where
                     .spawn_scoped(s, move || {
                         sys::ensure_alt_stack().expect("cannot set up the signal stack");
                         SLOT.with(|c| c.set(Some(local as u16)));
-                        let p = Proc { id: node.id * node.procs + local, local, node: Arc::clone(&node) };
+                        let p = Proc {
+                            id: node.id * node.procs + local,
+                            local,
+                            node: Arc::clone(&node),
+                        };
                         Clock::start();
                         let r = body(&p);
                         // The engine's final barrier: no node stops serving while others
@@ -676,7 +770,14 @@ where
                         let breakdown = Clock::stop();
                         SLOT.with(|c| c.set(None));
                         sys::drop_alt_stack();
-                        (ProcReport { id: p.id, node: p.node.id, breakdown }, r)
+                        (
+                            ProcReport {
+                                id: p.id,
+                                node: p.node.id,
+                                breakdown,
+                            },
+                            r,
+                        )
                     })
                     .expect("cannot start a processor thread")
             })
@@ -705,7 +806,12 @@ where
     counters.packets = net.packets;
     counters.net_bytes = net.bytes;
     counters.broadcasts = net.broadcasts;
-    let outcome = NodeOutcome { results, counters, elapsed_ns, homes: node.own_homes() };
+    let outcome = NodeOutcome {
+        results,
+        counters,
+        elapsed_ns,
+        homes: node.own_homes(),
+    };
     let bytes = serde_json::to_vec(&outcome).map_err(|e| fail(&e))?;
     drop(node);
     drop(view);

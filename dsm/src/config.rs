@@ -62,17 +62,29 @@ pub struct Protocol {
 impl Protocol {
     /// The network features this protocol relies on.
     pub fn needs(&self) -> Features {
-        let mc = Features { remote_write: true, broadcast: true, total_order: true, loopback: false, remote_read: false };
+        let mc = Features {
+            remote_write: true,
+            broadcast: true,
+            total_order: true,
+            loopback: false,
+            remote_read: false,
+        };
         let mut f = Features::NONE;
         if self.data == DataStrategy::RemoteWrite {
             f.remote_write = true;
             f.total_order = true;
         }
         if self.metadata == MetadataStrategy::Replicated {
-            f = Features { loopback: f.loopback, ..mc };
+            f = Features {
+                loopback: f.loopback,
+                ..mc
+            };
         }
         if self.sync == SyncStrategy::Network {
-            f = Features { loopback: true, ..mc };
+            f = Features {
+                loopback: true,
+                ..mc
+            };
         }
         f
     }
@@ -107,7 +119,9 @@ impl std::str::FromStr for FaultBackend {
         match s {
             "mprotect" => Ok(FaultBackend::Mprotect),
             "userfaultfd" | "uffd" => Ok(FaultBackend::Userfaultfd),
-            _ => Err(format!("unknown fault backend `{s}`; valid backends: mprotect, userfaultfd")),
+            _ => Err(format!(
+                "unknown fault backend `{s}`; valid backends: mprotect, userfaultfd"
+            )),
         }
     }
 }
@@ -150,11 +164,20 @@ pub enum DsmError {
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("{protocol} needs {missing} from the network, which {network} does not have; choose a protocol that uses explicit messages for that (for example CSM-None) or another network")]
-    MissingFeatures { protocol: String, missing: String, network: String },
+    MissingFeatures {
+        protocol: String,
+        missing: String,
+        network: String,
+    },
     #[error("{protocol} is not available: {why}")]
     Unsupported { protocol: String, why: String },
     #[error("data set of {data_mib:.1} MiB does not fit the network address space of {network} ({space_mib} MiB); {protocol} places all shared data there; use CSM-MS or CSM-None, or a smaller input")]
-    DataSetTooLarge { data_mib: f64, space_mib: u64, network: String, protocol: String },
+    DataSetTooLarge {
+        data_mib: f64,
+        space_mib: u64,
+        network: String,
+        protocol: String,
+    },
     #[error("shared allocations of {wanted} bytes exceed the heap of {heap} bytes; raise the heap size (DSM_HEAP_MB or the builder's heap_bytes)")]
     HeapExhausted { wanted: usize, heap: usize },
     #[error(transparent)]
@@ -193,7 +216,9 @@ impl Config {
             self.profile = profile::by_name(&v).map_err(|e| DsmError::Config(e.to_string()))?;
         }
         if let Some(v) = var("DSM_PAGE_KB") {
-            let kb: usize = v.parse().map_err(|_| DsmError::Config(format!("DSM_PAGE_KB=`{v}` is not a number")))?;
+            let kb: usize = v
+                .parse()
+                .map_err(|_| DsmError::Config(format!("DSM_PAGE_KB=`{v}` is not a number")))?;
             self.page_bytes = kb * 1024;
         }
         if let Some(v) = var("DSM_BACKEND") {
@@ -203,7 +228,9 @@ impl Config {
             self.mode = v.parse().map_err(DsmError::Config)?;
         }
         if let Some(v) = var("DSM_HEAP_MB") {
-            let mb: usize = v.parse().map_err(|_| DsmError::Config(format!("DSM_HEAP_MB=`{v}` is not a number")))?;
+            let mb: usize = v
+                .parse()
+                .map_err(|_| DsmError::Config(format!("DSM_HEAP_MB=`{v}` is not a number")))?;
             self.heap_bytes = mb << 20;
         }
         Ok(self)
@@ -216,13 +243,20 @@ impl Config {
             return bad("a cluster needs at least one node; got 0".into());
         }
         if self.nodes > crate::net::MAX_NODES {
-            return bad(format!("{} nodes requested; at most {} are supported", self.nodes, crate::net::MAX_NODES));
+            return bad(format!(
+                "{} nodes requested; at most {} are supported",
+                self.nodes,
+                crate::net::MAX_NODES
+            ));
         }
         if self.procs_per_node == 0 {
             return bad("each node needs at least one processor; got 0".into());
         }
         if self.procs_per_node > 64 {
-            return bad(format!("{} processors per node requested; at most 64 are supported", self.procs_per_node));
+            return bad(format!(
+                "{} processors per node requested; at most 64 are supported",
+                self.procs_per_node
+            ));
         }
         let host = crate::sys::host_page_size();
         if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 16384 {
@@ -232,13 +266,19 @@ impl Config {
             ));
         }
         if self.heap_bytes == 0 || self.heap_bytes % self.page_bytes != 0 {
-            return bad(format!("heap size {} is not a positive multiple of the page size {}", self.heap_bytes, self.page_bytes));
+            return bad(format!(
+                "heap size {} is not a positive multiple of the page size {}",
+                self.heap_bytes, self.page_bytes
+            ));
         }
         if self.backend == FaultBackend::Userfaultfd && !cfg!(feature = "userfaultfd") {
             return bad(UFFD_NOT_BUILT.into());
         }
         if let Some(why) = self.protocol.unsupported() {
-            return Err(DsmError::Unsupported { protocol: self.protocol.name.into(), why: why.into() });
+            return Err(DsmError::Unsupported {
+                protocol: self.protocol.name.into(),
+                why: why.into(),
+            });
         }
         let missing = self.profile.features.missing(&self.protocol.needs());
         if !missing.is_empty() {

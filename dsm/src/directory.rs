@@ -71,13 +71,30 @@ impl Directory {
     pub fn replicated(net: &Net, npages: usize) -> Result<Directory, NetError> {
         let nodes = net.nodes();
         let stride = 4 * (1 + nodes as u64);
-        let dir = net.alloc_region(npages as u64 * stride, Backing::Pool, "the replicated page directory")?;
+        let dir = net.alloc_region(
+            npages as u64 * stride,
+            Backing::Pool,
+            "the replicated page directory",
+        )?;
         net.attach_rx(&dir, 0, dir.len, true);
         let per_receiver = nodes as u64 * NOTICE_RING_BYTES;
-        let notices = net.alloc_region(nodes as u64 * per_receiver, Backing::Pool, "write-notice lists")?;
-        net.attach_rx(&notices, net.node() as u64 * per_receiver, per_receiver, false);
+        let notices = net.alloc_region(
+            nodes as u64 * per_receiver,
+            Backing::Pool,
+            "write-notice lists",
+        )?;
+        net.attach_rx(
+            &notices,
+            net.node() as u64 * per_receiver,
+            per_receiver,
+            false,
+        );
         let part = part_bytes(nodes, 8);
-        let consumed = net.alloc_region(nodes as u64 * part, Backing::Pool, "write-notice flow control")?;
+        let consumed = net.alloc_region(
+            nodes as u64 * part,
+            Backing::Pool,
+            "write-notice flow control",
+        )?;
         net.attach_rx(&consumed, net.node() as u64 * part, part, false);
         Ok(Directory::Replicated(Replicated {
             dir,
@@ -137,7 +154,11 @@ impl Directory {
     /// Records a home read from a homes file (every node does the same).
     pub fn preset_home(&self, node: &Node, p: u32, home: usize) {
         match self {
-            Directory::Replicated(r) => node.net.rx(r.dir).atomic_u32(p as u64 * r.stride).store(home as u32 + 1, Ordering::Release),
+            Directory::Replicated(r) => node
+                .net
+                .rx(r.dir)
+                .atomic_u32(p as u64 * r.stride)
+                .store(home as u32 + 1, Ordering::Release),
             Directory::HomeHeld(h) => h.homes.lock().expect("poisoned")[p as usize] = home as u8,
         }
     }
@@ -171,7 +192,9 @@ impl Directory {
             }
             Directory::HomeHeld(_) => {
                 // One-way: the ring is FIFO, so a later fetch from us arrives after it.
-                node.net.send(home, kind::DROP, my_slot(node), 0, &p.to_le_bytes()).unwrap_or_else(|e| panic!("{e}"));
+                node.net
+                    .send(home, kind::DROP, my_slot(node), 0, &p.to_le_bytes())
+                    .unwrap_or_else(|e| panic!("{e}"));
             }
         }
     }
@@ -196,7 +219,9 @@ impl Directory {
             Directory::Replicated(r) => {
                 let rx = node.net.rx(r.dir);
                 let base = p as u64 * r.stride;
-                (0..r.nodes).filter(|&n| rx.load_u32(base + 4 * (1 + n as u64)) & SHARED != 0).fold(0, |m, n| m | 1 << n)
+                (0..r.nodes)
+                    .filter(|&n| rx.load_u32(base + 4 * (1 + n as u64)) & SHARED != 0)
+                    .fold(0, |m, n| m | 1 << n)
             }
             Directory::HomeHeld(h) => h.sharers[p as usize].load(Ordering::Acquire),
         }
@@ -222,7 +247,11 @@ impl Directory {
     pub fn receive_notices(&self, payload: &[u8]) {
         if let Directory::HomeHeld(h) = self {
             let mut inbox = h.inbox.lock().expect("poisoned");
-            inbox.extend(payload.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))));
+            inbox.extend(
+                payload
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
+            );
         }
     }
 
@@ -232,7 +261,10 @@ impl Directory {
             Directory::Replicated(r) => r.take_notices(node),
             Directory::HomeHeld(h) => {
                 // Drain messages that already arrived but the service thread has not seen.
-                (std::mem::take(&mut *h.inbox.lock().expect("poisoned")), false)
+                (
+                    std::mem::take(&mut *h.inbox.lock().expect("poisoned")),
+                    false,
+                )
             }
         }
     }
@@ -247,7 +279,10 @@ impl Replicated {
         let mut send = self.send.lock().expect("poisoned");
         let (widx, ovf) = &mut send[to];
         let part = part_bytes(self.nodes, 8);
-        let consumed = node.net.rx(self.consumed).load_u64(node.id as u64 * part + to as u64 * 8);
+        let consumed = node
+            .net
+            .rx(self.consumed)
+            .load_u64(node.id as u64 * part + to as u64 * 8);
         let ring = self.ring(to, node.id);
         let tx = node.net.tx(self.notices);
         if *widx + pages.len() as u64 - consumed > NOTICE_CAPACITY {
@@ -283,7 +318,9 @@ impl Replicated {
                 pages.push(rx.load_u32(ring + NOTICE_HEADER + (i % NOTICE_CAPACITY) * 4));
             }
             *consumed = w;
-            node.net.tx(self.consumed).write_u64(s as u64 * part + node.id as u64 * 8, w);
+            node.net
+                .tx(self.consumed)
+                .write_u64(s as u64 * part + node.id as u64 * 8, w);
         }
         (pages, all)
     }

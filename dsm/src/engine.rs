@@ -73,12 +73,18 @@ impl PageState {
         if at_home {
             assert!(self.twin.is_none(), "a home page has a twin");
             if self.exclusive {
-                assert!(self.access == Access::Write && !self.dirty, "exclusive page not writable or dirty: {self:?}");
+                assert!(
+                    self.access == Access::Write && !self.dirty,
+                    "exclusive page not writable or dirty: {self:?}"
+                );
             }
         } else {
             assert!(!self.exclusive, "exclusive page away from its home");
             let writable = self.access == Access::Write;
-            assert!(writable == self.twin.is_some() && writable == self.dirty, "non-home page state broken: {self:?}");
+            assert!(
+                writable == self.twin.is_some() && writable == self.dirty,
+                "non-home page state broken: {self:?}"
+            );
         }
     }
 }
@@ -168,7 +174,14 @@ impl Node {
             app_base,
             alias,
             pages: (0..npages)
-                .map(|_| Mutex::new(PageState { access: Access::Invalid, twin: None, dirty: false, exclusive: false }))
+                .map(|_| {
+                    Mutex::new(PageState {
+                        access: Access::Invalid,
+                        twin: None,
+                        dirty: false,
+                        exclusive: false,
+                    })
+                })
                 .collect(),
             homes: (0..npages).map(|_| AtomicU8::new(NO_HOME)).collect(),
             dirty: Mutex::new(Vec::new()),
@@ -187,7 +200,9 @@ impl Node {
     }
 
     fn page(&self, p: u32) -> MutexGuard<'_, PageState> {
-        self.pages[p as usize].lock().unwrap_or_else(|e| e.into_inner())
+        self.pages[p as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// This node's copy of page `p`, through the alias.
@@ -198,7 +213,12 @@ impl Node {
         // life of the node; the caller holds page p's lock, so no other runtime thread
         // touches these bytes; application threads access them only through the app view,
         // which is data-race-free by the programming model.
-        unsafe { std::slice::from_raw_parts_mut((self.alias + p as usize * self.page_bytes) as *mut u8, self.page_bytes) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                (self.alias + p as usize * self.page_bytes) as *mut u8,
+                self.page_bytes,
+            )
+        }
     }
 
     fn net_err(e: MsgError) -> ! {
@@ -225,19 +245,30 @@ impl Node {
         }
         // Remote-write data: receive the page before claiming it, so no diff can miss us.
         if let Some(data) = self.regions.data {
-            self.net.attach_rx(&data, p as u64 * self.page_bytes as u64, self.page_bytes as u64, false);
+            self.net.attach_rx(
+                &data,
+                p as u64 * self.page_bytes as u64,
+                self.page_bytes as u64,
+                false,
+            );
         }
         let home = if self.manager_of(p) == self.id {
             self.assign_home(p, self.id)
         } else {
             let mut out = Vec::new();
-            Clock::message(|| self.request(self.manager_of(p), kind::HOME, &p.to_le_bytes(), &mut out))
-                .unwrap_or_else(|e| Self::net_err(e));
+            Clock::message(|| {
+                self.request(self.manager_of(p), kind::HOME, &p.to_le_bytes(), &mut out)
+            })
+            .unwrap_or_else(|e| Self::net_err(e));
             out[0] as usize
         };
         if home != self.id {
             if let Some(data) = self.regions.data {
-                self.net.detach_rx(&data, p as u64 * self.page_bytes as u64, self.page_bytes as u64);
+                self.net.detach_rx(
+                    &data,
+                    p as u64 * self.page_bytes as u64,
+                    self.page_bytes as u64,
+                );
             }
         }
         self.homes[p as usize].store(home as u8, Ordering::Release);
@@ -255,14 +286,21 @@ impl Node {
         self.dir.preset_home(self, p, home);
         if home == self.id {
             if let Some(data) = self.regions.data {
-                self.net.attach_rx(&data, p as u64 * self.page_bytes as u64, self.page_bytes as u64, false);
+                self.net.attach_rx(
+                    &data,
+                    p as u64 * self.page_bytes as u64,
+                    self.page_bytes as u64,
+                    false,
+                );
             }
         }
     }
 
     /// The pages this node is home of, for a homes file that replays them.
     pub fn own_homes(&self) -> Vec<u32> {
-        (0..self.npages as u32).filter(|&p| self.is_home(p)).collect()
+        (0..self.npages as u32)
+            .filter(|&p| self.is_home(p))
+            .collect()
     }
 
     // -------------------------------------------------------------------------------
@@ -289,10 +327,13 @@ impl Node {
 
     fn outside_message(&self, offset: usize) -> String {
         let addr = self.app_base + offset;
-        let nearest = self
-            .allocations
-            .iter()
-            .min_by_key(|a| if offset < a.offset { a.offset - offset } else { offset.saturating_sub(a.offset + a.len) });
+        let nearest = self.allocations.iter().min_by_key(|a| {
+            if offset < a.offset {
+                a.offset - offset
+            } else {
+                offset.saturating_sub(a.offset + a.len)
+            }
+        });
         match nearest {
             Some(a) => format!(
                 "access to address {addr:#x} is outside every shared allocation; the nearest is `{}` at [{:#x}, {:#x})",
@@ -419,10 +460,15 @@ impl Node {
         d.extend_from_slice(&p.to_le_bytes());
         let changed = diff::encode(twin, self.alias_page(p), &mut d);
         NodeCounters::bump(&self.counters.diffs);
-        self.counters.diff_bytes.fetch_add(changed as u64, Ordering::Relaxed);
+        self.counters
+            .diff_bytes
+            .fetch_add(changed as u64, Ordering::Relaxed);
         match self.protocol.data {
             DataStrategy::RemoteWrite => {
-                let data = self.regions.data.expect("remote-write data needs the data region");
+                let data = self
+                    .regions
+                    .data
+                    .expect("remote-write data needs the data region");
                 let tx: Tx<'_> = self.net.tx(data);
                 let base = p as u64 * self.page_bytes as u64;
                 for (off, bytes) in diff::runs(&d[4..]) {
@@ -442,7 +488,9 @@ impl Node {
                     msg.clear();
                     msg.extend_from_slice(&p.to_le_bytes());
                     while let Some(&(off, bytes)) = runs.peek() {
-                        if msg.len() + 4 + bytes.len() > crate::net::MAX_MESSAGE_BYTES && msg.len() > 4 {
+                        if msg.len() + 4 + bytes.len() > crate::net::MAX_MESSAGE_BYTES
+                            && msg.len() > 4
+                        {
                             break;
                         }
                         msg.extend_from_slice(&(off as u16).to_le_bytes());
@@ -457,7 +505,9 @@ impl Node {
                     }
                 }
                 match self.protocol.metadata {
-                    MetadataStrategy::HomeHeld => u64::from_le_bytes(out[..8].try_into().expect("sharers in ack")),
+                    MetadataStrategy::HomeHeld => {
+                        u64::from_le_bytes(out[..8].try_into().expect("sharers in ack"))
+                    }
                     MetadataStrategy::Replicated => self.dir.sharers(self, p),
                 }
             }
@@ -475,7 +525,9 @@ impl Node {
         }
         for (n, pages) in per_node.iter().enumerate() {
             if !pages.is_empty() {
-                self.counters.write_notices.fetch_add(pages.len() as u64, Ordering::Relaxed);
+                self.counters
+                    .write_notices
+                    .fetch_add(pages.len() as u64, Ordering::Relaxed);
                 self.dir.send_notices(self, n, pages);
             }
         }
@@ -535,8 +587,17 @@ impl Node {
     /// Sends a request and waits for its reply, serving this node's incoming messages
     /// while it waits. Safe because handlers take only home pages' locks (never held by a
     /// processor that waits on the network) and never wait themselves.
-    pub fn request(&self, to: usize, k: u16, payload: &[u8], out: &mut Vec<u8>) -> Result<(), MsgError> {
-        self.net.request_polling(to, k, my_slot(self), payload, out, &mut || self.net.poll(|m| self.handle(m)))
+    pub fn request(
+        &self,
+        to: usize,
+        k: u16,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), MsgError> {
+        self.net
+            .request_polling(to, k, my_slot(self), payload, out, &mut || {
+                self.net.poll(|m| self.handle(m))
+            })
     }
 
     /// Waits until `ready()` holds, serving this node's messages while it spins.
@@ -564,7 +625,8 @@ impl Node {
             }
             idle_rounds += 1;
             if idle_rounds > 64 {
-                self.net.wait_for_messages(2_000, std::time::Duration::from_millis(50));
+                self.net
+                    .wait_for_messages(2_000, std::time::Duration::from_millis(50));
             } else {
                 std::hint::spin_loop();
             }
@@ -577,7 +639,9 @@ impl Node {
     }
 
     fn reply(&self, m: &Inbound<'_>, payload: &[u8]) {
-        self.net.reply(m.from, m.slot, m.token, payload).unwrap_or_else(|e| Self::net_err(e));
+        self.net
+            .reply(m.from, m.slot, m.token, payload)
+            .unwrap_or_else(|e| Self::net_err(e));
     }
 
     fn handle(&self, m: Inbound<'_>) {
@@ -611,7 +675,10 @@ impl Node {
             }
             kind::STOP => {}
             k if (kind::LOCK_ACQ..=kind::FLAG_WAIT).contains(&k) => self.sync.handle(self, &m),
-            k => panic!("node {}: unknown message kind {k} from node {}", self.id, m.from),
+            k => panic!(
+                "node {}: unknown message kind {k} from node {}",
+                self.id, m.from
+            ),
         }
     }
 
@@ -621,9 +688,18 @@ impl Node {
         let mut st = self.page(p);
         // The manager may have told the requester that we are home before its reply to our
         // own claim reached us: the request itself proves the assignment.
-        let known = self.homes[p as usize].compare_exchange(NO_HOME, self.id as u8, Ordering::AcqRel, Ordering::Acquire);
+        let known = self.homes[p as usize].compare_exchange(
+            NO_HOME,
+            self.id as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         if let Err(h) = known {
-            assert_eq!(h, self.id as u8, "fetch of page {p} at node {}, but its home is node {h}", self.id);
+            assert_eq!(
+                h, self.id as u8,
+                "fetch of page {p} at node {}, but its home is node {h}",
+                self.id
+            );
         }
         if st.exclusive {
             // Downgrade before copying, so every later write here faults and is noticed.

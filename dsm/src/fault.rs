@@ -49,7 +49,12 @@ impl Protector {
 
     /// Sets up `backend` on `view`, mapped with [`Protector::initial_prot`]; `alias` is the
     /// runtime's mapping of the same heap. Every page starts `Invalid`.
-    pub fn new(backend: FaultBackend, view: &Mapping, alias: usize, page_bytes: usize) -> io::Result<Protector> {
+    pub fn new(
+        backend: FaultBackend,
+        view: &Mapping,
+        alias: usize,
+        page_bytes: usize,
+    ) -> io::Result<Protector> {
         let how = match backend {
             FaultBackend::Mprotect => {
                 let _ = alias;
@@ -58,12 +63,20 @@ impl Protector {
             #[cfg(feature = "userfaultfd")]
             FaultBackend::Userfaultfd => How::Userfaultfd {
                 view: sys::UffdView::register(view, alias)?,
-                state: (0..view.len() / page_bytes).map(|_| AtomicU8::new(Access::Invalid as u8)).collect(),
+                state: (0..view.len() / page_bytes)
+                    .map(|_| AtomicU8::new(Access::Invalid as u8))
+                    .collect(),
             },
             #[cfg(not(feature = "userfaultfd"))]
-            FaultBackend::Userfaultfd => return Err(io::Error::other(crate::config::UFFD_NOT_BUILT)),
+            FaultBackend::Userfaultfd => {
+                return Err(io::Error::other(crate::config::UFFD_NOT_BUILT))
+            }
         };
-        Ok(Protector { base: view.addr(), page_bytes, how })
+        Ok(Protector {
+            base: view.addr(),
+            page_bytes,
+            how,
+        })
     }
 
     /// Gives the application `access` to page `p`. Failure here means the process ran out
@@ -76,7 +89,11 @@ impl Protector {
                     Access::Read => Prot::Read,
                     Access::Write => Prot::ReadWrite,
                 };
-                sys::protect(self.base + p as usize * self.page_bytes, self.page_bytes, prot)
+                sys::protect(
+                    self.base + p as usize * self.page_bytes,
+                    self.page_bytes,
+                    prot,
+                )
             }
             #[cfg(feature = "userfaultfd")]
             How::Userfaultfd { view, state } => {
@@ -90,7 +107,13 @@ impl Protector {
     }
 
     #[cfg(feature = "userfaultfd")]
-    fn set_uffd(&self, view: &sys::UffdView, p: u32, was_invalid: bool, access: Access) -> io::Result<()> {
+    fn set_uffd(
+        &self,
+        view: &sys::UffdView,
+        p: u32,
+        was_invalid: bool,
+        access: Access,
+    ) -> io::Result<()> {
         let (offset, len) = (p as usize * self.page_bytes, self.page_bytes);
         match access {
             Access::Invalid => view.zap(offset, len),

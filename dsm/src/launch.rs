@@ -43,7 +43,9 @@ impl std::str::FromStr for ExecMode {
         match s {
             "threads" => Ok(ExecMode::Threads),
             "processes" => Ok(ExecMode::Processes),
-            _ => Err(format!("unknown execution mode `{s}`; valid modes: threads, processes")),
+            _ => Err(format!(
+                "unknown execution mode `{s}`; valid modes: threads, processes"
+            )),
         }
     }
 }
@@ -129,8 +131,13 @@ pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, Launch
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
-    let layout = Layout::new(spec.nodes, spec.procs, spec.profile.fabric_address_space_bytes(), spec.heap_bytes)?
-        .with_trace(spec.trace_entries);
+    let layout = Layout::new(
+        spec.nodes,
+        spec.procs,
+        spec.profile.fabric_address_space_bytes(),
+        spec.heap_bytes,
+    )?
+    .with_trace(spec.trace_entries);
     let run = RUNS.with(|r| r.replace(r.get() + 1));
     if is_node_process() {
         if run < env_usize(ENV_RUN)? {
@@ -173,7 +180,10 @@ where
                 std::thread::Builder::new()
                     .name(format!("dsm-node-{node}"))
                     .spawn_scoped(s, move || {
-                        let ctx = NodeCtx { node, fabric: Arc::clone(&fabric) };
+                        let ctx = NodeCtx {
+                            node,
+                            fabric: Arc::clone(&fabric),
+                        };
                         let outcome = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
                             .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
                         match outcome {
@@ -195,29 +205,47 @@ where
                     .expect("cannot spawn a node thread")
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(None)).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(None))
+            .collect()
     });
     if let Some((node, cause)) = first_failure.into_inner().expect("poisoned") {
         return Err(LaunchError::NodeFailed { node, cause });
     }
-    Ok(results.into_iter().map(|r| r.expect("every node succeeded")).collect())
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every node succeeded"))
+        .collect())
 }
 
 fn default_child_args() -> Vec<OsString> {
     match std::thread::current().name() {
         // libtest names each test's thread after the test.
         Some(name) if name != "main" && !name.starts_with("dsm-") => {
-            vec![name.into(), "--exact".into(), "--nocapture".into(), "--test-threads=1".into()]
+            vec![
+                name.into(),
+                "--exact".into(),
+                "--nocapture".into(),
+                "--test-threads=1".into(),
+            ]
         }
         _ => std::env::args_os().skip(1).collect(),
     }
 }
 
 fn layout_string(l: &Layout) -> String {
-    format!("{},{},{},{},{}", l.nodes, l.mailboxes, l.address_space_bytes, l.heap_bytes, l.trace_entries)
+    format!(
+        "{},{},{},{},{}",
+        l.nodes, l.mailboxes, l.address_space_bytes, l.heap_bytes, l.trace_entries
+    )
 }
 
-fn launch_processes(spec: &LaunchSpec, fabric: &Arc<Fabric>, run: usize) -> Result<Vec<Vec<u8>>, LaunchError> {
+fn launch_processes(
+    spec: &LaunchSpec,
+    fabric: &Arc<Fabric>,
+    run: usize,
+) -> Result<Vec<Vec<u8>>, LaunchError> {
     let nodes = fabric.layout().nodes;
     let args = spec.child_args.clone().unwrap_or_else(default_child_args);
     let fd = fabric.raw_fd();
@@ -247,7 +275,9 @@ fn launch_processes(spec: &LaunchSpec, fabric: &Arc<Fabric>, run: usize) -> Resu
             if done[node] {
                 continue;
             }
-            let Some(child) = children[node].as_mut() else { continue };
+            let Some(child) = children[node].as_mut() else {
+                continue;
+            };
             match child.try_wait() {
                 Ok(Some(status)) => {
                     let state = fabric.status(node).state.load(Ordering::Acquire);
@@ -256,14 +286,24 @@ fn launch_processes(spec: &LaunchSpec, fabric: &Arc<Fabric>, run: usize) -> Resu
                         children[node] = None;
                     } else {
                         let cause = if state == node_state::FAILED {
-                            read_result(fabric, node).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
-                        } else if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+                            read_result(fabric, node)
+                                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                                .unwrap_or_default()
+                        } else if let Some(sig) =
+                            std::os::unix::process::ExitStatusExt::signal(&status)
+                        {
                             format!("killed by {}", sys::signal_name(sig))
                         } else {
-                            format!("exited with status {} before reporting a result", status.code().unwrap_or(-1))
+                            format!(
+                                "exited with status {} before reporting a result",
+                                status.code().unwrap_or(-1)
+                            )
                         };
                         let secondary = is_secondary(&cause);
-                        if failure.as_ref().is_none_or(|(_, c)| is_secondary(c) && !secondary) {
+                        if failure
+                            .as_ref()
+                            .is_none_or(|(_, c)| is_secondary(c) && !secondary)
+                        {
                             failure = Some((node, cause));
                         }
                         if !secondary {
@@ -308,7 +348,11 @@ fn stop_all(fabric: &Fabric, children: &mut [Option<std::process::Child>]) {
 fn read_result(fabric: &Fabric, node: usize) -> Result<Vec<u8>, LaunchError> {
     let len = fabric.status(node).result_len.load(Ordering::Acquire) as usize;
     if len > RESULT_BYTES {
-        return Err(LaunchError::ResultTooLarge { node, len, max: RESULT_BYTES });
+        return Err(LaunchError::ResultTooLarge {
+            node,
+            len,
+            max: RESULT_BYTES,
+        });
     }
     let mut out = vec![0u8; len];
     // SAFETY: the result area is RESULT_BYTES long and the node finished writing len bytes
@@ -319,11 +363,18 @@ fn read_result(fabric: &Fabric, node: usize) -> Result<Vec<u8>, LaunchError> {
 
 fn write_result(fabric: &Fabric, node: usize, bytes: &[u8]) -> Result<(), LaunchError> {
     if bytes.len() > RESULT_BYTES {
-        return Err(LaunchError::ResultTooLarge { node, len: bytes.len(), max: RESULT_BYTES });
+        return Err(LaunchError::ResultTooLarge {
+            node,
+            len: bytes.len(),
+            max: RESULT_BYTES,
+        });
     }
     // SAFETY: the result area of this node is RESULT_BYTES long and written only by it.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), fabric.result_area(node), bytes.len()) };
-    fabric.status(node).result_len.store(bytes.len() as u64, Ordering::Release);
+    fabric
+        .status(node)
+        .result_len
+        .store(bytes.len() as u64, Ordering::Release);
     Ok(())
 }
 
@@ -352,15 +403,25 @@ where
         // SAFETY: the launcher passed this descriptor for us to own; nothing else uses it.
         let fd = unsafe { sys::adopt_fd(fd) };
         let fabric = Fabric::adopt(fd, layout)?;
-        fabric.status(node).state.store(node_state::RUNNING, Ordering::Release);
-        let ctx = NodeCtx { node, fabric: Arc::clone(&fabric) };
-        let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx))).unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+        fabric
+            .status(node)
+            .state
+            .store(node_state::RUNNING, Ordering::Release);
+        let ctx = NodeCtx {
+            node,
+            fabric: Arc::clone(&fabric),
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
+            .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
         Ok((fabric, node, result))
     })();
     match outcome {
         Ok((fabric, node, Ok(bytes))) => match write_result(&fabric, node, &bytes) {
             Ok(()) => {
-                fabric.status(node).state.store(node_state::DONE, Ordering::Release);
+                fabric
+                    .status(node)
+                    .state
+                    .store(node_state::DONE, Ordering::Release);
                 std::process::exit(0)
             }
             Err(e) => fail_node(&fabric, node, &e.to_string()),
@@ -375,7 +436,10 @@ where
 
 fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
     let _ = write_result(fabric, node, cause.as_bytes());
-    fabric.status(node).state.store(node_state::FAILED, Ordering::Release);
+    fabric
+        .status(node)
+        .state
+        .store(node_state::FAILED, Ordering::Release);
     fabric.abort();
     std::process::exit(101)
 }
@@ -384,7 +448,10 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
 /// message as this node's failure (so the launcher reports it) and ends the process.
 pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
     let _ = write_result(fabric, node, msg.as_bytes());
-    fabric.status(node).state.store(node_state::FAILED, Ordering::Release);
+    fabric
+        .status(node)
+        .state
+        .store(node_state::FAILED, Ordering::Release);
     fabric.abort();
     sys::fatal(&format!("cashmere: node {node}: {msg}"))
 }
@@ -392,9 +459,13 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
 /// Waits until every node of the cluster has reached this point (each has attached its
 /// receive regions). Fails if the cluster aborts meanwhile.
 pub(crate) fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
-    fabric.status(node).state.store(node_state::READY, Ordering::Release);
+    fabric
+        .status(node)
+        .state
+        .store(node_state::READY, Ordering::Release);
     let nodes = fabric.layout().nodes;
-    let ready = || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
+    let ready =
+        || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
     let mut spins = 0u32;
     while !ready() {
         if fabric.aborted() {

@@ -16,10 +16,16 @@ pub mod stats;
 pub mod sync;
 pub mod sys;
 
-pub use api::{Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared};
-pub use config::{Config, DataStrategy, DsmError, FaultBackend, HomePolicy, MetadataStrategy, Protocol, SyncStrategy};
+pub use api::{
+    Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
+};
+pub use config::{
+    Config, DataStrategy, DsmError, FaultBackend, HomePolicy, MetadataStrategy, Protocol,
+    SyncStrategy,
+};
 pub use launch::ExecMode;
 pub use stats::{Breakdown, Counters};
 
 /// The message every runtime wait gives when another node of the cluster failed.
-pub const ABORT_MESSAGE: &str = "cluster aborted: another node failed (see the launcher's error for which and why)";
+pub const ABORT_MESSAGE: &str =
+    "cluster aborted: another node failed (see the launcher's error for which and why)";

@@ -70,9 +70,23 @@ macro_rules! node_counters {
 }
 
 node_counters!(
-    page_transfers, invalidations, twins, diffs, diff_bytes, write_notices, migrations,
-    migration_attempts, read_faults, write_faults, flushes_before_drop, exclusive_entries,
-    exclusive_exits, lock_acquires, barriers, flag_sets, flag_waits,
+    page_transfers,
+    invalidations,
+    twins,
+    diffs,
+    diff_bytes,
+    write_notices,
+    migrations,
+    migration_attempts,
+    read_faults,
+    write_faults,
+    flushes_before_drop,
+    exclusive_entries,
+    exclusive_exits,
+    lock_acquires,
+    barriers,
+    flag_sets,
+    flag_waits,
 );
 
 impl NodeCounters {
@@ -119,7 +133,15 @@ pub struct Clock;
 impl Clock {
     pub fn start() {
         let now = crate::sys::monotonic_ns();
-        CLOCK.with(|c| c.set(Some(ClockState { entered_at: 0, left_at: now, depth: 0, excluded: 0, b: Breakdown::default() })));
+        CLOCK.with(|c| {
+            c.set(Some(ClockState {
+                entered_at: 0,
+                left_at: now,
+                depth: 0,
+                excluded: 0,
+                b: Breakdown::default(),
+            }))
+        });
     }
 
     /// Stops the clock and returns the breakdown.

@@ -51,7 +51,11 @@ struct LocalLock {
 impl LocalLock {
     fn lock(&self) {
         for _ in 0..100 {
-            if self.word.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if self
+                .word
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
                 return;
             }
             std::hint::spin_loop();
@@ -100,19 +104,37 @@ pub enum SyncError {
 impl SyncState {
     /// Allocates the synchronization regions (same order on every node). `nbarriers`
     /// includes the engine's own final barrier.
-    pub fn new(strategy: SyncStrategy, net: &Net, nlocks: usize, nbarriers: usize, nflags: usize) -> Result<SyncState, NetError> {
+    pub fn new(
+        strategy: SyncStrategy,
+        net: &Net,
+        nlocks: usize,
+        nbarriers: usize,
+        nflags: usize,
+    ) -> Result<SyncState, NetError> {
         let nodes = net.nodes() as u64;
         let (mut locks, mut barriers, mut flags) = (None, None, None);
         if strategy == SyncStrategy::Network {
             let lstride = (4 * nodes).div_ceil(8) * 8;
-            let l = net.alloc_region((nlocks as u64 * lstride).max(8), Backing::Pool, "Memory Channel locks")?;
+            let l = net.alloc_region(
+                (nlocks as u64 * lstride).max(8),
+                Backing::Pool,
+                "Memory Channel locks",
+            )?;
             net.attach_rx(&l, 0, l.len, true);
             locks = Some((l, lstride));
             let bstride = 8 * (nodes + 1);
-            let b = net.alloc_region(nbarriers as u64 * bstride, Backing::Pool, "Memory Channel barriers")?;
+            let b = net.alloc_region(
+                nbarriers as u64 * bstride,
+                Backing::Pool,
+                "Memory Channel barriers",
+            )?;
             net.attach_rx(&b, 0, b.len, true);
             barriers = Some((b, bstride));
-            let f = net.alloc_region((nflags as u64 * 8).max(8), Backing::Pool, "Memory Channel flags")?;
+            let f = net.alloc_region(
+                (nflags as u64 * 8).max(8),
+                Backing::Pool,
+                "Memory Channel flags",
+            )?;
             net.attach_rx(&f, 0, f.len, true);
             flags = Some(f);
         }
@@ -135,7 +157,8 @@ impl SyncState {
 
     fn request(node: &Node, to: usize, k: u16, payload: &[u8]) {
         let mut out = Vec::new();
-        node.request(to, k, payload, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        node.request(to, k, payload, &mut out)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub fn lock_acquire(&self, node: &Node, lock: usize, proc: usize) {
@@ -146,11 +169,21 @@ impl SyncState {
                 self.mc_lock(node, lock);
             }
             SyncStrategy::Messages => {
-                Self::request(node, lock % node.nodes, kind::LOCK_ACQ, &(lock as u32).to_le_bytes());
+                Self::request(
+                    node,
+                    lock % node.nodes,
+                    kind::LOCK_ACQ,
+                    &(lock as u32).to_le_bytes(),
+                );
             }
         });
         let prev = self.holders[lock].swap(proc as u32 + 1, Ordering::AcqRel);
-        assert_eq!(prev, 0, "lock {lock} granted to processor {proc} while processor {} held it", prev.wrapping_sub(1));
+        assert_eq!(
+            prev,
+            0,
+            "lock {lock} granted to processor {proc} while processor {} held it",
+            prev.wrapping_sub(1)
+        );
         NodeCounters::bump(&node.counters.lock_acquires);
         node.acquire();
     }
@@ -160,7 +193,10 @@ impl SyncState {
         let (region, stride) = self.locks.expect("network locks need their region");
         let base = lock as u64 * stride;
         let me = base + 4 * node.id as u64;
-        let others_clear = || (0..node.nodes).all(|n| n == node.id || node.net.rx(region).load_u32(base + 4 * n as u64) == 0);
+        let others_clear = || {
+            (0..node.nodes)
+                .all(|n| n == node.id || node.net.rx(region).load_u32(base + 4 * n as u64) == 0)
+        };
         let mut backoff = 1u32 + node.id as u32;
         loop {
             node.net.tx(region).write_u32(me, 1);
@@ -169,7 +205,8 @@ impl SyncState {
                 return;
             }
             node.net.tx(region).write_u32(me, 0);
-            node.wait_until(others_clear).unwrap_or_else(|e| panic!("{e}"));
+            node.wait_until(others_clear)
+                .unwrap_or_else(|e| panic!("{e}"));
             for _ in 0..backoff * 64 {
                 std::hint::spin_loop();
             }
@@ -187,13 +224,21 @@ impl SyncState {
         match self.strategy {
             SyncStrategy::Network => {
                 let (region, stride) = self.locks.expect("network locks need their region");
-                node.net.tx(region).write_u32(lock as u64 * stride + 4 * node.id as u64, 0);
+                node.net
+                    .tx(region)
+                    .write_u32(lock as u64 * stride + 4 * node.id as u64, 0);
                 node.net.ring_bells(node.net.all_nodes());
                 self.local_locks[lock].unlock();
             }
             SyncStrategy::Messages => {
                 node.net
-                    .send(lock % node.nodes, kind::LOCK_REL, my_slot(node), 0, &(lock as u32).to_le_bytes())
+                    .send(
+                        lock % node.nodes,
+                        kind::LOCK_REL,
+                        my_slot(node),
+                        0,
+                        &(lock as u32).to_le_bytes(),
+                    )
                     .unwrap_or_else(|e| panic!("{e}"));
             }
         }
@@ -214,7 +259,11 @@ impl SyncState {
                         drop(st);
                         panic!("{}", crate::ABORT_MESSAGE);
                     }
-                    st = local.done.wait_timeout(st, Duration::from_millis(50)).expect("poisoned").0;
+                    st = local
+                        .done
+                        .wait_timeout(st, Duration::from_millis(50))
+                        .expect("poisoned")
+                        .0;
                 }
             });
             return;
@@ -243,13 +292,16 @@ impl SyncState {
                 let sense = base + 8 * node.nodes as u64;
                 if node.id == 0 {
                     node.net.ring_bells(1);
-                    node.wait_until(|| (0..node.nodes).all(|n| rx.load_u64(base + 8 * n as u64) >= epoch))
-                        .unwrap_or_else(|e| panic!("{e}"));
+                    node.wait_until(|| {
+                        (0..node.nodes).all(|n| rx.load_u64(base + 8 * n as u64) >= epoch)
+                    })
+                    .unwrap_or_else(|e| panic!("{e}"));
                     tx.write_u64(sense, epoch);
                     node.net.ring_bells(node.net.all_nodes());
                 } else {
                     node.net.ring_bells(1);
-                    node.wait_until(|| rx.load_u64(sense) >= epoch).unwrap_or_else(|e| panic!("{e}"));
+                    node.wait_until(|| rx.load_u64(sense) >= epoch)
+                        .unwrap_or_else(|e| panic!("{e}"));
                 }
             }
             SyncStrategy::Messages => {
@@ -270,7 +322,12 @@ impl SyncState {
                 node.net.tx(region).write_u64(f as u64 * 8, 1);
                 node.net.ring_bells(node.net.all_nodes());
             }
-            SyncStrategy::Messages => Self::request(node, f % node.nodes, kind::FLAG_SET, &(f as u32).to_le_bytes()),
+            SyncStrategy::Messages => Self::request(
+                node,
+                f % node.nodes,
+                kind::FLAG_SET,
+                &(f as u32).to_le_bytes(),
+            ),
         }
     }
 
@@ -280,9 +337,15 @@ impl SyncState {
             SyncStrategy::Network => {
                 let region = self.flags.expect("network flags need their region");
                 let rx = node.net.rx(region);
-                node.wait_until(|| rx.load_u64(f as u64 * 8) != 0).unwrap_or_else(|e| panic!("{e}"));
+                node.wait_until(|| rx.load_u64(f as u64 * 8) != 0)
+                    .unwrap_or_else(|e| panic!("{e}"));
             }
-            SyncStrategy::Messages => Self::request(node, f % node.nodes, kind::FLAG_WAIT, &(f as u32).to_le_bytes()),
+            SyncStrategy::Messages => Self::request(
+                node,
+                f % node.nodes,
+                kind::FLAG_WAIT,
+                &(f as u32).to_le_bytes(),
+            ),
         });
         NodeCounters::bump(&node.counters.flag_waits);
         node.acquire();
@@ -293,7 +356,11 @@ impl SyncState {
     pub fn handle(&self, node: &Node, m: &Inbound<'_>) {
         let id = u32::from_le_bytes(m.payload[..4].try_into().expect("object id")) as usize;
         let me: Waiter = (m.from, m.slot, m.token);
-        let grant = |w: Waiter| node.net.reply(w.0, w.1, w.2, &[]).unwrap_or_else(|e| panic!("{e}"));
+        let grant = |w: Waiter| {
+            node.net
+                .reply(w.0, w.1, w.2, &[])
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
         let mut g = self.managed.lock().expect("poisoned");
         match m.kind {
             kind::LOCK_ACQ => {

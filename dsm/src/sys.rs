@@ -121,7 +121,10 @@ pub fn reserve(len: usize) -> io::Result<Mapping> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    Ok(Mapping { ptr: NonNull::new(p.cast()).expect("mmap returned null"), len })
+    Ok(Mapping {
+        ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+        len,
+    })
 }
 
 /// Maps `len` bytes of `fd` from `offset`, shared, with protection `prot`, at an address
@@ -173,9 +176,14 @@ pub fn map_shared_fixed_noreplace(
         // Old kernels ignore the flag and treat it as a hint.
         // SAFETY: p/len is the mapping just created.
         unsafe { libc::munmap(p, len) };
-        return Err(io::Error::other(format!("address {addr:#x} is not free in this process")));
+        return Err(io::Error::other(format!(
+            "address {addr:#x} is not free in this process"
+        )));
     }
-    Ok(Mapping { ptr: NonNull::new(p.cast()).expect("mmap returned null"), len })
+    Ok(Mapping {
+        ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+        len,
+    })
 }
 
 fn map_shared_inner(
@@ -192,12 +200,22 @@ fn map_shared_inner(
     // SAFETY: with MAP_FIXED the caller checked that addr lies inside a reservation this
     // process owns, so no live Rust object is replaced; fd is valid.
     let p = unsafe {
-        libc::mmap(hint, len, prot.bits(), libc::MAP_SHARED | extra, fd.as_raw_fd(), offset as libc::off_t)
+        libc::mmap(
+            hint,
+            len,
+            prot.bits(),
+            libc::MAP_SHARED | extra,
+            fd.as_raw_fd(),
+            offset as libc::off_t,
+        )
     };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    Ok(Mapping { ptr: NonNull::new(p.cast()).expect("mmap returned null"), len })
+    Ok(Mapping {
+        ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+        len,
+    })
 }
 
 /// Forgets a mapping without unmapping it: used for a fixed mapping that replaced part of a
@@ -228,7 +246,11 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
 
 /// The kernel's limit on mappings per process.
 pub fn max_map_count() -> Option<usize> {
-    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -243,11 +265,21 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         tv_sec: t.as_secs() as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
     });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: word is a valid, aligned u32 for the duration of the call; FUTEX_WAIT only
     // reads it.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, ts_ptr, 0usize, 0u32);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            ts_ptr,
+            0usize,
+            0u32,
+        );
     }
 }
 
@@ -257,7 +289,15 @@ pub fn futex_wake(word: &AtomicU32, n: u32) {
     let n = n.min(i32::MAX as u32);
     // SAFETY: word is a valid, aligned u32; FUTEX_WAKE does not access it.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n, 0usize, 0usize, 0u32);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            n,
+            0usize,
+            0usize,
+            0u32,
+        );
     }
 }
 
@@ -266,7 +306,10 @@ pub fn futex_wake(word: &AtomicU32, n: u32) {
 // ---------------------------------------------------------------------------------------
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -339,10 +382,18 @@ impl Drop for FaultRegistration {
 /// Routes faults in `[start, start + len)` to `func(ctx, access)`, installing the SIGSEGV
 /// and SIGBUS handlers on first use. `ctx` is an opaque value for `func` (the engine passes
 /// the address of a node it keeps alive for as long as the registration lives).
-pub fn register_fault_range(start: usize, len: usize, ctx: usize, func: FaultFn) -> io::Result<FaultRegistration> {
+pub fn register_fault_range(
+    start: usize,
+    len: usize,
+    ctx: usize,
+    func: FaultFn,
+) -> io::Result<FaultRegistration> {
     install_handlers()?;
     for (slot, r) in FAULT_RANGES.iter().enumerate() {
-        if r.end.compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if r.end
+            .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
             r.start.store(start, Ordering::Relaxed);
             r.ctx.store(ctx, Ordering::Relaxed);
             r.func.store(func as usize, Ordering::Relaxed);
@@ -350,13 +401,18 @@ pub fn register_fault_range(start: usize, len: usize, ctx: usize, func: FaultFn)
             return Ok(FaultRegistration { slot });
         }
     }
-    Err(io::Error::other(format!("more than {MAX_FAULT_RANGES} heaps registered in one process")))
+    Err(io::Error::other(format!(
+        "more than {MAX_FAULT_RANGES} heaps registered in one process"
+    )))
 }
 
 fn install_handlers() -> io::Result<()> {
     let mut result = Ok(());
     INSTALL.call_once(|| {
-        for (sig, prev) in [(libc::SIGSEGV, &raw mut PREV_SEGV), (libc::SIGBUS, &raw mut PREV_BUS)] {
+        for (sig, prev) in [
+            (libc::SIGSEGV, &raw mut PREV_SEGV),
+            (libc::SIGBUS, &raw mut PREV_BUS),
+        ] {
             // SAFETY: a zeroed sigaction is a valid starting value; we fill the fields we use.
             let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
             sa.sa_sigaction = fault_signal_handler as *const () as usize;
@@ -375,13 +431,21 @@ fn install_handlers() -> io::Result<()> {
     result
 }
 
-extern "C" fn fault_signal_handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
+extern "C" fn fault_signal_handler(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    uctx: *mut libc::c_void,
+) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
     // On x86-64 the page-fault error code is in the signal context; bit 1 means write.
     // SAFETY: uctx is the ucontext_t the kernel built for this signal.
-    let err = unsafe { (*(uctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_ERR as usize] };
-    let access = FaultAccess { addr, write: err & 2 != 0 };
+    let err =
+        unsafe { (*(uctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_ERR as usize] };
+    let access = FaultAccess {
+        addr,
+        write: err & 2 != 0,
+    };
     for r in FAULT_RANGES.iter() {
         let end = r.end.load(Ordering::Acquire);
         if end == 0 || end == usize::MAX {
@@ -391,7 +455,8 @@ extern "C" fn fault_signal_handler(sig: libc::c_int, info: *mut libc::siginfo_t,
         if addr >= start && addr < end {
             let ctx = r.ctx.load(Ordering::Relaxed);
             // SAFETY: func was stored from a valid FaultFn in register_fault_range.
-            let func: FaultFn = unsafe { std::mem::transmute::<usize, FaultFn>(r.func.load(Ordering::Relaxed)) };
+            let func: FaultFn =
+                unsafe { std::mem::transmute::<usize, FaultFn>(r.func.load(Ordering::Relaxed)) };
             if func(ctx, access) {
                 return;
             }
@@ -402,7 +467,11 @@ extern "C" fn fault_signal_handler(sig: libc::c_int, info: *mut libc::siginfo_t,
 }
 
 fn chain_to_previous(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
-    let prev = if sig == libc::SIGSEGV { &raw const PREV_SEGV } else { &raw const PREV_BUS };
+    let prev = if sig == libc::SIGSEGV {
+        &raw const PREV_SEGV
+    } else {
+        &raw const PREV_BUS
+    };
     // SAFETY: prev was initialised by install_handlers before this handler was installed.
     let prev = unsafe { (*prev).assume_init_ref() };
     let h = prev.sa_sigaction;
@@ -413,7 +482,8 @@ fn chain_to_previous(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut li
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with SA_SIGINFO, so it has this type.
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(h) };
         f(sig, info, uctx);
     } else {
         // SAFETY: a handler without SA_SIGINFO takes only the signal number.
@@ -464,9 +534,16 @@ pub fn ensure_alt_stack() -> io::Result<()> {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let m = Mapping { ptr: NonNull::new(p.cast()).expect("mmap returned null"), len: total };
+        let m = Mapping {
+            ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+            len: total,
+        };
         protect(m.addr(), guard, Prot::None)?;
-        let ss = libc::stack_t { ss_sp: (m.addr() + guard) as *mut libc::c_void, ss_flags: 0, ss_size: ALT_STACK_BYTES };
+        let ss = libc::stack_t {
+            ss_sp: (m.addr() + guard) as *mut libc::c_void,
+            ss_flags: 0,
+            ss_size: ALT_STACK_BYTES,
+        };
         // SAFETY: ss describes memory owned by this thread's ALT_STACK for its lifetime;
         // the stack is disabled again in the thread-local destructor below before unmapping.
         if unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) } != 0 {
@@ -481,7 +558,11 @@ pub fn ensure_alt_stack() -> io::Result<()> {
 pub fn drop_alt_stack() {
     ALT_STACK.with(|cell| {
         if let Some(m) = cell.borrow_mut().take() {
-            let ss = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: libc::SS_DISABLE, ss_size: 0 };
+            let ss = libc::stack_t {
+                ss_sp: std::ptr::null_mut(),
+                ss_flags: libc::SS_DISABLE,
+                ss_size: 0,
+            };
             // SAFETY: disabling the alternate stack has no preconditions.
             unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) };
             drop(m);
@@ -496,7 +577,11 @@ pub fn drop_alt_stack() {
 /// Starts this binary again as a node process with `args`, the environment plus `env`, and
 /// the descriptors `keep` inherited at the same numbers. The child dies with SIGKILL if the
 /// launching thread's process dies first.
-pub fn spawn_node_process(args: &[OsString], env: &[(String, String)], keep: &[RawFd]) -> io::Result<Child> {
+pub fn spawn_node_process(
+    args: &[OsString],
+    env: &[(String, String)],
+    keep: &[RawFd],
+) -> io::Result<Child> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args(args);
@@ -515,7 +600,14 @@ pub fn spawn_node_process(args: &[OsString], env: &[(String, String)], keep: &[R
                     return Err(io::Error::last_os_error());
                 }
             }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
             if libc::getppid() as u32 != parent {
@@ -529,12 +621,17 @@ pub fn spawn_node_process(args: &[OsString], env: &[(String, String)], keep: &[R
 
 /// Sends SIGKILL to a process (ignoring one that is already gone).
 pub fn kill_process(pid: u32) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }
 
 /// The name of a signal number, for error messages ("SIGKILL").
 pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str().to_string()).unwrap_or_else(|_| format!("signal {sig}"))
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
 /// Sends a signal to the calling process: used by tests that kill a node on purpose.
@@ -637,7 +734,11 @@ fn uffd_open(features: u64) -> io::Result<(OwnedFd, u64)> {
     }
     // SAFETY: fd was just returned by the system call and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    let mut api = UffdioApi { api: UFFD_API, features, ioctls: 0 };
+    let mut api = UffdioApi {
+        api: UFFD_API,
+        features,
+        ioctls: 0,
+    };
     // SAFETY: fd is a fresh userfaultfd and api is a valid uffdio_api for the duration.
     if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api) } != 0 {
         return Err(io::Error::last_os_error());
@@ -655,13 +756,23 @@ impl UffdView {
         use userfaultfd::RegisterMode;
         let wanted = [
             (UFFD_FEATURE_SIGBUS, "SIGBUS delivery (Linux 4.14)"),
-            (UFFD_FEATURE_MINOR_SHMEM, "minor faults on shared memory (Linux 5.14)"),
-            (UFFD_FEATURE_WP_HUGETLBFS_SHMEM, "write-protection of shared memory (Linux 5.19, CONFIG_PTE_MARKER_UFFD_WP)"),
+            (
+                UFFD_FEATURE_MINOR_SHMEM,
+                "minor faults on shared memory (Linux 5.14)",
+            ),
+            (
+                UFFD_FEATURE_WP_HUGETLBFS_SHMEM,
+                "write-protection of shared memory (Linux 5.19, CONFIG_PTE_MARKER_UFFD_WP)",
+            ),
         ];
         // A first descriptor learns what the kernel offers, so that a refusal names what is
         // missing; the handshake can be done once per descriptor.
         let (_, offered) = uffd_open(0)?;
-        let missing: Vec<&str> = wanted.iter().filter(|(bit, _)| offered & bit == 0).map(|(_, what)| *what).collect();
+        let missing: Vec<&str> = wanted
+            .iter()
+            .filter(|(bit, _)| offered & bit == 0)
+            .map(|(_, what)| *what)
+            .collect();
         if !missing.is_empty() {
             return Err(io::Error::other(format!(
                 "this kernel's userfaultfd lacks {}; use the mprotect backend (DSM_BACKEND=mprotect)",
@@ -670,11 +781,17 @@ impl UffdView {
         }
         let (fd, _) = uffd_open(wanted.iter().map(|(bit, _)| bit).fold(0, |a, b| a | b))?;
         // SAFETY: fd is an open userfaultfd that the Uffd takes over (it closes it on drop).
-        let uffd = unsafe { userfaultfd::Uffd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(fd)) };
+        let uffd =
+            unsafe { userfaultfd::Uffd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(fd)) };
         let mode = RegisterMode::MISSING | RegisterMode::MINOR | RegisterMode::WRITE_PROTECT;
-        let ioctls = uffd.register_with_mode(view.as_ptr().cast(), view.len(), mode).map_err(|e| {
-            io::Error::other(format!("cannot register the heap view with userfaultfd: {}", uffd_error(e)))
-        })?;
+        let ioctls = uffd
+            .register_with_mode(view.as_ptr().cast(), view.len(), mode)
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "cannot register the heap view with userfaultfd: {}",
+                    uffd_error(e)
+                ))
+            })?;
         let needed = UFFDIO_CONTINUE_BIT | userfaultfd::IoctlFlags::WRITE_PROTECT.bits();
         if ioctls.bits() & needed != needed {
             return Err(io::Error::other(format!(
@@ -682,13 +799,23 @@ impl UffdView {
                  use the mprotect backend (DSM_BACKEND=mprotect)"
             )));
         }
-        let v = UffdView { uffd, view: view.addr(), len: view.len(), alias };
+        let v = UffdView {
+            uffd,
+            view: view.addr(),
+            len: view.len(),
+            alias,
+        };
         v.zap(0, v.len)?;
         Ok(v)
     }
 
     fn check(&self, offset: usize, len: usize) {
-        assert!(offset + len <= self.len, "range [{offset:#x}, {:#x}) outside the view of {:#x} bytes", offset + len, self.len);
+        assert!(
+            offset + len <= self.len,
+            "range [{offset:#x}, {:#x}) outside the view of {:#x} bytes",
+            offset + len,
+            self.len
+        );
     }
 
     /// Removes the page table entries of `[offset, offset + len)` of the view: the next
@@ -698,7 +825,14 @@ impl UffdView {
         // SAFETY: the range lies inside the view, which is a shared file mapping; dropping
         // its page table entries loses no data (the page cache keeps it) and the view is
         // only ever accessed through raw pointers whose faults are handled.
-        if unsafe { libc::madvise((self.view + offset) as *mut libc::c_void, len, libc::MADV_DONTNEED) } != 0 {
+        if unsafe {
+            libc::madvise(
+                (self.view + offset) as *mut libc::c_void,
+                len,
+                libc::MADV_DONTNEED,
+            )
+        } != 0
+        {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -731,19 +865,27 @@ impl UffdView {
         use uffd_abi::*;
         let start = self.view + offset;
         if writable {
-            let mapped = self.uffd.r#continue(start as *mut libc::c_void, len, false).map_err(uffd_error)?;
+            let mapped = self
+                .uffd
+                .r#continue(start as *mut libc::c_void, len, false)
+                .map_err(uffd_error)?;
             return Ok(mapped as usize);
         }
         // The crate has no MODE_WP for UFFDIO_CONTINUE (Linux 6.4).
         let mut arg = UffdioContinue {
-            range: UffdioRange { start: start as u64, len: len as u64 },
+            range: UffdioRange {
+                start: start as u64,
+                len: len as u64,
+            },
             mode: UFFDIO_CONTINUE_MODE_WP | UFFDIO_CONTINUE_MODE_DONTWAKE,
             mapped: 0,
         };
         // SAFETY: the range lies inside the registered view; arg is a valid
         // uffdio_continue for the duration of the call.
         let rc = unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_CONTINUE, &mut arg) };
-        if rc == 0 || (arg.mapped > 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)) {
+        if rc == 0
+            || (arg.mapped > 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN))
+        {
             return Ok(arg.mapped.max(0) as usize);
         }
         let e = io::Error::last_os_error();
@@ -761,7 +903,11 @@ impl UffdView {
         // SAFETY: the alias maps the same file range as the view, read-write, for as long
         // as the view exists; populating only faults pages in and never changes contents.
         let rc = unsafe {
-            libc::madvise((self.alias + offset) as *mut libc::c_void, len, uffd_abi::MADV_POPULATE_WRITE)
+            libc::madvise(
+                (self.alias + offset) as *mut libc::c_void,
+                len,
+                uffd_abi::MADV_POPULATE_WRITE,
+            )
         };
         if rc != 0 {
             return Err(io::Error::last_os_error());
@@ -777,7 +923,9 @@ impl UffdView {
         if on {
             self.uffd.write_protect(start, len).map_err(uffd_error)
         } else {
-            self.uffd.remove_write_protection(start, len, false).map_err(uffd_error)
+            self.uffd
+                .remove_write_protection(start, len, false)
+                .map_err(uffd_error)
         }
     }
 }
@@ -804,7 +952,9 @@ mod uffd_tests {
         let page = host_page_size();
         let offset = (access.addr - probe.base) / page * page;
         let r = match probe.view.install(offset, page, access.write) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => probe.view.write_protect(offset, page, false),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                probe.view.write_protect(offset, page, false)
+            }
             r => r,
         };
         r.is_ok()
@@ -824,7 +974,13 @@ mod uffd_tests {
             faults: AtomicU32::new(0),
             last_write: AtomicBool::new(false),
         });
-        let _reg = register_fault_range(view.addr(), view.len(), &*probe as *const Probe as usize, on_fault).unwrap();
+        let _reg = register_fault_range(
+            view.addr(),
+            view.len(),
+            &*probe as *const Probe as usize,
+            on_fault,
+        )
+        .unwrap();
         let at = |i: usize| (view.addr() + i * page) as *mut u64;
         let faults = || probe.faults.load(Ordering::SeqCst);
         let last_write = || probe.last_write.load(Ordering::SeqCst);
@@ -846,7 +1002,9 @@ mod uffd_tests {
             assert_eq!((faults(), last_write()), (3, false));
             // A write to an absent page is a write fault, from any thread.
             let p1 = at(1) as usize;
-            std::thread::spawn(move || std::ptr::write_volatile(p1 as *mut u64, 5)).join().unwrap();
+            std::thread::spawn(move || std::ptr::write_volatile(p1 as *mut u64, 5))
+                .join()
+                .unwrap();
             assert_eq!((faults(), last_write()), (4, true));
             probe.view.write_protect(page, page, true).unwrap();
             assert_eq!(std::ptr::read_volatile(at(1)), 5);

@@ -32,8 +32,14 @@ fn an_access_outside_every_allocation_names_the_address() {
         Err(DsmError::Launch(e)) if e.is_other_run() => {}
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.starts_with("node 1 failed: access to address 0x"), "{msg}");
-            assert!(msg.contains("outside every shared allocation") && msg.contains("`words`"), "{msg}");
+            assert!(
+                msg.starts_with("node 1 failed: access to address 0x"),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("outside every shared allocation") && msg.contains("`words`"),
+                "{msg}"
+            );
         }
         Ok(_) => panic!("an access outside every allocation must fail"),
     }
@@ -50,7 +56,10 @@ fn a_data_set_larger_than_the_network_address_space_fails_under_csm_dms() {
         })
         .unwrap_err()
         .to_string();
-    assert!(e.contains("does not fit the network address space of DEC Memory Channel 2 (128 MiB)"), "{e}");
+    assert!(
+        e.contains("does not fit the network address space of DEC Memory Channel 2 (128 MiB)"),
+        "{e}"
+    );
     assert!(e.contains("use CSM-MS or CSM-None"), "{e}");
     // The same data set runs under CSM-None, whose data is not in network space.
     let mut c = config(CSM_NONE);
@@ -84,7 +93,10 @@ fn a_variant_the_network_cannot_support_names_the_missing_feature() {
     let mut c = config(CSM_DMS);
     c.profile = dsm::net::profile::by_name("gige-tcp").unwrap();
     let e = c.validate().unwrap_err().to_string();
-    assert!(e.contains("CSM-DMS needs remote write and broadcast and total order"), "{e}");
+    assert!(
+        e.contains("CSM-DMS needs remote write and broadcast and total order"),
+        "{e}"
+    );
     let mut c = config(CSM_NONE);
     c.profile = dsm::net::profile::by_name("gige-tcp").unwrap();
     c.validate().unwrap();
@@ -94,15 +106,30 @@ fn a_variant_the_network_cannot_support_names_the_missing_feature() {
 fn impossible_configurations_are_refused() {
     let mut c = config(CSM_NONE);
     c.nodes = 0;
-    assert!(c.validate().unwrap_err().to_string().contains("at least one node"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("at least one node"));
     let mut c = config(CSM_NONE);
     c.procs_per_node = 0;
-    assert!(c.validate().unwrap_err().to_string().contains("at least one processor"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("at least one processor"));
     let mut c = config(CSM_NONE);
     c.page_bytes = 3000;
-    assert!(c.validate().unwrap_err().to_string().contains("page size 3000"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("page size 3000"));
     let e = config(CSM_NONE_MG).validate().unwrap_err().to_string();
-    assert!(e.contains("CSM-None-Mg is not available: home migration is not implemented yet"), "{e}");
+    assert!(
+        e.contains("CSM-None-Mg is not available: home migration is not implemented yet"),
+        "{e}"
+    );
     let mut c = config(CSM_NONE);
     c.heap_bytes = 1 << 20;
     let e = Cluster::new(c)
@@ -112,5 +139,8 @@ fn impossible_configurations_are_refused() {
         })
         .unwrap_err()
         .to_string();
-    assert!(e.contains("exceed the heap") && e.contains("DSM_HEAP_MB"), "{e}");
+    assert!(
+        e.contains("exceed the heap") && e.contains("DSM_HEAP_MB"),
+        "{e}"
+    );
 }

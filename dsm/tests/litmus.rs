@@ -23,7 +23,9 @@ fn config(case: &Case, nodes: usize, procs: usize, mode: ExecMode) -> Config {
 fn backends() -> Vec<FaultBackend> {
     match std::env::var("DSM_BACKEND") {
         Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
-        _ if cfg!(feature = "userfaultfd") => vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd],
+        _ if cfg!(feature = "userfaultfd") => {
+            vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd]
+        }
         _ => vec![FaultBackend::Mprotect],
     }
 }
@@ -32,7 +34,11 @@ fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     for backend in backends() {
         for proto in [CSM_DMS, CSM_NONE] {
-            out.push(Case { proto, backend, name: format!("{} on {backend}", proto.name) });
+            out.push(Case {
+                proto,
+                backend,
+                name: format!("{} on {backend}", proto.name),
+            });
         }
     }
     out
@@ -60,7 +66,11 @@ fn message_passing_through_a_lock() {
                         loop {
                             lock.acquire(p);
                             let r = ready.get(0);
-                            let sum: u64 = if r == 1 { (0..1024).map(|i| data.get(i)).sum() } else { 0 };
+                            let sum: u64 = if r == 1 {
+                                (0..1024).map(|i| data.get(i)).sum()
+                            } else {
+                                0
+                            };
                             lock.release(p);
                             if r == 1 {
                                 return sum;
@@ -70,7 +80,12 @@ fn message_passing_through_a_lock() {
                 }
             })
             .unwrap();
-        assert_eq!(report.results[1], (0..1024u64).map(|i| 1000 + i).sum::<u64>(), "{}", case.name);
+        assert_eq!(
+            report.results[1],
+            (0..1024u64).map(|i| 1000 + i).sum::<u64>(),
+            "{}",
+            case.name
+        );
     }
 }
 
@@ -90,7 +105,11 @@ fn visibility_after_a_barrier() {
                         }
                         bar.wait(p);
                         for i in 0..a.len() {
-                            assert_eq!(a.get(i), round * 100_000 + i as u32, "round {round}, element {i}");
+                            assert_eq!(
+                                a.get(i),
+                                round * 100_000 + i as u32,
+                                "round {round}, element {i}"
+                            );
                         }
                         bar.wait(p);
                     }
@@ -132,7 +151,12 @@ fn a_flag_publishes_data() {
             })
             .unwrap();
         let want: f64 = (0..4096).map(|i| i as f64 * 0.5).sum();
-        assert!(r.results.iter().all(|&s| s == want), "{}: {:?}", case.name, r.results);
+        assert!(
+            r.results.iter().all(|&s| s == want),
+            "{}: {:?}",
+            case.name,
+            r.results
+        );
     }
 }
 
@@ -153,14 +177,22 @@ fn false_sharing_keeps_every_write() {
                         }
                         bar.wait(p);
                         for i in 0..a.len() {
-                            assert_eq!(a.get(i), round * 8 + (i % p.nprocs()) as u16, "element {i} in round {round}");
+                            assert_eq!(
+                                a.get(i),
+                                round * 8 + (i % p.nprocs()) as u16,
+                                "element {i} in round {round}"
+                            );
                         }
                         bar.wait(p);
                     }
                 }
             })
             .unwrap();
-        assert!(r.counters.diffs > 0, "{}: false sharing must produce diffs", case.name);
+        assert!(
+            r.counters.diffs > 0,
+            "{}: false sharing must produce diffs",
+            case.name
+        );
         assert!(r.counters.twins > 0);
     }
 }
@@ -195,8 +227,16 @@ fn home_writes_are_seen_elsewhere() {
             .unwrap();
         let want: u64 = (0..1024u64).map(|i| 7 * i).sum();
         assert_eq!(r.results, vec![want, want], "{}", case.name);
-        assert_eq!(r.node_counters[0].diffs, 0, "{}: the home must not diff its own page", case.name);
-        assert!(r.node_counters[1].invalidations >= 1, "{}: the reader's copy must be invalidated", case.name);
+        assert_eq!(
+            r.node_counters[0].diffs, 0,
+            "{}: the home must not diff its own page",
+            case.name
+        );
+        assert!(
+            r.node_counters[1].invalidations >= 1,
+            "{}: the reader's copy must be invalidated",
+            case.name
+        );
     }
 }
 
@@ -239,7 +279,10 @@ fn userfaultfd_needs_its_cargo_feature() {
     let mut c = Config::new(1, 1, CSM_NONE);
     c.backend = FaultBackend::Userfaultfd;
     let e = c.validate().unwrap_err().to_string();
-    assert!(e.contains("--features dsm/userfaultfd") && e.contains("libclang-dev"), "{e}");
+    assert!(
+        e.contains("--features dsm/userfaultfd") && e.contains("libclang-dev"),
+        "{e}"
+    );
 }
 
 /// Homes captured from one run replay in another (the paper's footnote 4): the replaying
@@ -252,16 +295,29 @@ fn homes_captured_from_one_variant_replay_in_another() {
         move |p: &dsm::Proc| {
             // Node 1 touches the first half first, node 0 the second half.
             let half = a.len() / 2;
-            let mine = if p.node() == 1 { 0..half } else { half..a.len() };
+            let mine = if p.node() == 1 {
+                0..half
+            } else {
+                half..a.len()
+            };
             for i in mine.step_by(1024) {
                 a.set(i, 1);
             }
             bar.wait(p);
         }
     };
-    let first = Cluster::new(config(&cases()[0], 2, 1, ExecMode::Threads)).run(program).unwrap();
+    let first = Cluster::new(config(&cases()[0], 2, 1, ExecMode::Threads))
+        .run(program)
+        .unwrap();
     assert_eq!(first.homes.len(), 8, "every page got a home");
-    assert!(first.homes.iter().all(|&(p, h)| h == if p < 4 { 1 } else { 0 }), "{:?}", first.homes);
+    assert!(
+        first
+            .homes
+            .iter()
+            .all(|&(p, h)| h == if p < 4 { 1 } else { 0 }),
+        "{:?}",
+        first.homes
+    );
     let dir = std::env::temp_dir().join(format!("cashmere-homes-{}", std::process::id()));
     std::fs::write(&dir, first.homes_file()).unwrap();
     // Replay under CSM-None with a program whose first touches are the other way round.

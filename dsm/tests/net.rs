@@ -40,14 +40,19 @@ fn net_barrier(net: &Net, region: Region, round: u64) {
     for n in 0..net.nodes() {
         while rx.load_u64(n as u64 * 8) < round {
             assert!(!net.fabric().aborted(), "{}", dsm::ABORT_MESSAGE);
-            assert!(start.elapsed() < Duration::from_secs(60), "test barrier stuck waiting for node {n}");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "test barrier stuck waiting for node {n}"
+            );
             std::thread::yield_now();
         }
     }
 }
 
 fn barrier_region(net: &Net) -> Region {
-    let r = net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "test barrier").unwrap();
+    let r = net
+        .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "test barrier")
+        .unwrap();
     net.attach_rx(&r, 0, r.len, true);
     r
 }
@@ -77,7 +82,12 @@ fn plan(seed: u64, node: usize, nodes: usize, packets: u64) -> Vec<(u64, u64, Op
 
 /// Every node sends a random mix of point-to-point and broadcast packets; every node
 /// returns its complete arrival log.
-fn ordering_run(mode: ExecMode, nodes: usize, seed: u64, packets: u64) -> Result<Vec<Vec<u64>>, LaunchError> {
+fn ordering_run(
+    mode: ExecMode,
+    nodes: usize,
+    seed: u64,
+    packets: u64,
+) -> Result<Vec<Vec<u64>>, LaunchError> {
     let mut s = spec(nodes, mode);
     s.trace_entries = (nodes as u64 * packets * 2 + 64) as usize;
     let logs = launch(&s, |ctx: NodeCtx| {
@@ -85,10 +95,15 @@ fn ordering_run(mode: ExecMode, nodes: usize, seed: u64, packets: u64) -> Result
         let bar = barrier_region(&net);
         // One point-to-point region per receiver, and one broadcast region with loopback.
         let p2p: Vec<Region> = (0..nodes)
-            .map(|_| net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "p2p").unwrap())
+            .map(|_| {
+                net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "p2p")
+                    .unwrap()
+            })
             .collect();
         net.attach_rx(&p2p[ctx.node], 0, dsm::net::MC_PAGE_BYTES, false);
-        let bcast = net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "bcast").unwrap();
+        let bcast = net
+            .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "bcast")
+            .unwrap();
         net.attach_rx(&bcast, 0, bcast.len, true);
         net_barrier(&net, bar, 1);
         for (i, (word, tag, to)) in plan(seed, ctx.node, nodes, packets).into_iter().enumerate() {
@@ -111,7 +126,10 @@ fn ordering_run(mode: ExecMode, nodes: usize, seed: u64, packets: u64) -> Result
             .collect();
         Ok(serde_json::to_vec(&log).unwrap())
     })?;
-    Ok(logs.into_iter().map(|b| serde_json::from_slice(&b).unwrap()).collect())
+    Ok(logs
+        .into_iter()
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .collect())
 }
 
 fn check_ordering(logs: &[Vec<u64>], seed: u64, packets: u64) {
@@ -126,7 +144,11 @@ fn check_ordering(logs: &[Vec<u64>], seed: u64, packets: u64) {
         let mut got = log.clone();
         want.sort_unstable();
         got.sort_unstable();
-        let diff = want.iter().zip(&got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+        let diff = want
+            .iter()
+            .zip(&got)
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.len().min(got.len()));
         assert!(
             got == want,
             "seed {seed}: receiver {r} got {} packets, expected {}; first difference at sorted index {diff}",
@@ -141,14 +163,24 @@ fn check_ordering(logs: &[Vec<u64>], seed: u64, packets: u64) {
             let s = (t >> 40) as usize;
             let seq = t & 0xFFFF_FFFF;
             if let Some(prev) = last[s] {
-                assert!(seq > prev, "seed {seed}: receiver {r} got sender {s}'s packet {seq} after {prev} (rule 1)");
+                assert!(
+                    seq > prev,
+                    "seed {seed}: receiver {r} got sender {s}'s packet {seq} after {prev} (rule 1)"
+                );
             }
             last[s] = Some(seq);
         }
     }
     // Rule 2: every receiver sees the broadcasts in one order; with loopback, all of them.
-    let bcasts: Vec<Vec<u64>> =
-        logs.iter().map(|l| l.iter().copied().filter(|t| (t >> 32) & 0xff == BCAST).collect()).collect();
+    let bcasts: Vec<Vec<u64>> = logs
+        .iter()
+        .map(|l| {
+            l.iter()
+                .copied()
+                .filter(|t| (t >> 32) & 0xff == BCAST)
+                .collect()
+        })
+        .collect();
     for r in 1..nodes {
         let at = bcasts[0].iter().zip(&bcasts[r]).position(|(a, b)| a != b);
         assert!(bcasts[r] == bcasts[0], "seed {seed}: receivers 0 and {r} saw broadcasts in different orders (rule 2), first at {at:?}");
@@ -182,8 +214,12 @@ fn ordering_rules_hold_with_processes() {
 fn loopback(mode: ExecMode) {
     let r = launch(&spec(2, mode), |ctx| {
         let net = Net::new(ctx.fabric, ctx.node);
-        let with = net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "with").unwrap();
-        let without = net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "without").unwrap();
+        let with = net
+            .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "with")
+            .unwrap();
+        let without = net
+            .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "without")
+            .unwrap();
         net.attach_rx(&with, 0, with.len, true);
         net.attach_rx(&without, 0, without.len, false);
         let bar = barrier_region(&net);
@@ -197,14 +233,22 @@ fn loopback(mode: ExecMode) {
         net.tx(without).write_u64(slot, 7);
         net_barrier(&net, bar, 2);
         let other = (1 - ctx.node) as u64 * 8;
-        let seen = (net.rx(with).load_u64(other), net.rx(without).load_u64(slot), net.rx(without).load_u64(other));
+        let seen = (
+            net.rx(with).load_u64(other),
+            net.rx(without).load_u64(slot),
+            net.rx(without).load_u64(other),
+        );
         Ok(serde_json::to_vec(&seen).unwrap())
     })
     .unwrap();
     for bytes in r {
-        let (other_with, own_without, other_without): (u64, u64, u64) = serde_json::from_slice(&bytes).unwrap();
+        let (other_with, own_without, other_without): (u64, u64, u64) =
+            serde_json::from_slice(&bytes).unwrap();
         assert_eq!(other_with, 100, "the other node's last broadcast");
-        assert_eq!(own_without, 0, "no loopback: own write must not land locally");
+        assert_eq!(
+            own_without, 0,
+            "no loopback: own write must not land locally"
+        );
         assert_eq!(other_without, 7);
     }
 }
@@ -246,9 +290,13 @@ fn request_reply(mode: ExecMode, nodes: usize) {
                     for i in 0..per_client {
                         let to = (rng.next() % nodes as u64) as usize;
                         let len = (rng.next() % 3000) as usize;
-                        let payload: Vec<u8> = (0..len).map(|k| (k as u64 ^ i ^ c as u64) as u8).collect();
+                        let payload: Vec<u8> =
+                            (0..len).map(|k| (k as u64 ^ i ^ c as u64) as u8).collect();
                         net.request(to, ECHO, c as u16, &payload, &mut out).unwrap();
-                        assert_eq!(out, payload, "reply does not match request {i} of client {c}");
+                        assert_eq!(
+                            out, payload,
+                            "reply does not match request {i} of client {c}"
+                        );
                     }
                     if c == 0 {
                         // A burst of one-way notes larger than the ring: back-pressure, no loss.
@@ -273,14 +321,21 @@ fn request_reply(mode: ExecMode, nodes: usize) {
                     }
                     NOTE => {
                         let k = u64::from_ne_bytes(m.payload.try_into().unwrap());
-                        assert_eq!(k, notes_seen[m.from], "notes from node {} out of order", m.from);
+                        assert_eq!(
+                            k, notes_seen[m.from],
+                            "notes from node {} out of order",
+                            m.from
+                        );
                         notes_seen[m.from] += 1;
                     }
                     DONE => dones += 1,
                     other => panic!("unexpected message kind {other}"),
                 });
                 if dones == nodes * clients {
-                    assert!(notes_seen.iter().all(|&k| k == 3000), "notes were lost: {notes_seen:?}");
+                    assert!(
+                        notes_seen.iter().all(|&k| k == 3000),
+                        "notes were lost: {notes_seen:?}"
+                    );
                     break;
                 }
                 if n == 0 {
@@ -291,7 +346,10 @@ fn request_reply(mode: ExecMode, nodes: usize) {
         Ok(serde_json::to_vec(&(served, net.fabric().counters(ctx.node).messages)).unwrap())
     })
     .unwrap();
-    let served: u64 = r.iter().map(|b| serde_json::from_slice::<(u64, u64)>(b).unwrap().0).sum();
+    let served: u64 = r
+        .iter()
+        .map(|b| serde_json::from_slice::<(u64, u64)>(b).unwrap().0)
+        .sum();
     assert_eq!(served, nodes as u64 * clients as u64 * per_client);
 }
 
@@ -353,7 +411,10 @@ fn crashed_node_is_reported_with_processes() {
     for (how, want) in [
         ("panic", "node 1 failed: panicked: node one gives up"),
         ("kill", "node 1 failed: killed by SIGKILL"),
-        ("exit", "node 1 failed: exited with status 3 before reporting a result"),
+        (
+            "exit",
+            "node 1 failed: exited with status 3 before reporting a result",
+        ),
     ] {
         match crash(ExecMode::Processes, how) {
             (e, _) if e.is_other_run() => continue,
@@ -374,13 +435,25 @@ fn bad_configuration_is_refused() {
     let r = launch(&spec(1, ExecMode::Threads), |ctx| {
         let net = Net::new(ctx.fabric, ctx.node);
         let space = 128 << 20;
-        let e1 = net.region_at(space - 8, 16, Backing::Pool).unwrap_err().to_string();
-        let e2 = net.alloc_region(space, Backing::Pool, "a huge table").unwrap_err().to_string();
+        let e1 = net
+            .region_at(space - 8, 16, Backing::Pool)
+            .unwrap_err()
+            .to_string();
+        let e2 = net
+            .alloc_region(space, Backing::Pool, "a huge table")
+            .unwrap_err()
+            .to_string();
         Ok(serde_json::to_vec(&(e1, e2)).unwrap())
     })
     .unwrap();
     let (e1, e2): (String, String) = serde_json::from_slice(&r[0]).unwrap();
     assert!(e1.contains("outside the network address space"), "{e1}");
-    assert!(e2.contains("is full") && e2.contains("a huge table"), "{e2}");
-    assert!(profile::by_name("ethernet-1983").unwrap_err().to_string().contains("valid profiles"));
+    assert!(
+        e2.contains("is full") && e2.contains("a huge table"),
+        "{e2}"
+    );
+    assert!(profile::by_name("ethernet-1983")
+        .unwrap_err()
+        .to_string()
+        .contains("valid profiles"));
 }

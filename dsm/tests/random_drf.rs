@@ -42,9 +42,12 @@ fn value(round: usize, word: usize, owner: usize) -> u64 {
 /// The increments processor `proc` makes to the counters in `round`.
 fn increments(seed: u64, round: usize, proc: usize) -> Vec<(usize, u64)> {
     let mut r = Rng(seed ^ 0x5555 ^ ((round * 131 + proc) as u64) << 20);
-    (0..1 + r.below(12)).map(|_| (r.below(COUNTERS), 1 + r.below(1000) as u64)).collect()
+    (0..1 + r.below(12))
+        .map(|_| (r.below(COUNTERS), 1 + r.below(1000) as u64))
+        .collect()
 }
 
+#[allow(clippy::needless_range_loop)] // rounds index several arrays and the model
 fn run_program(
     proto: Protocol,
     backend: FaultBackend,
@@ -144,7 +147,9 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
 fn backends() -> Vec<FaultBackend> {
     match std::env::var("DSM_BACKEND") {
         Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
-        _ if cfg!(feature = "userfaultfd") => vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd],
+        _ if cfg!(feature = "userfaultfd") => {
+            vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd]
+        }
         _ => vec![FaultBackend::Mprotect],
     }
 }
@@ -155,9 +160,12 @@ fn sweep(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>) 
             for &proto in protos {
                 for procs in [1, 2] {
                     let nodes = 2 + (seed as usize % 3);
-                if std::env::var_os("DSM_TRACE_CASES").is_some() {
-                    eprintln!("case: seed {seed} {} {nodes}x{procs} {mode} {backend}", proto.name);
-                }
+                    if std::env::var_os("DSM_TRACE_CASES").is_some() {
+                        eprintln!(
+                            "case: seed {seed} {} {nodes}x{procs} {mode} {backend}",
+                            proto.name
+                        );
+                    }
                     if let Err(e) = run_program(proto, backend, nodes, procs, mode, seed) {
                         panic!(
                             "{} on {backend} with {nodes} nodes x {procs} procs ({mode}) failed for seed {seed}: {e}\n\

@@ -21,15 +21,20 @@ pub fn all() -> Vec<&'static dyn App> {
 /// The app called `name`, or an error listing the valid names.
 pub fn by_name(name: &str) -> anyhow::Result<&'static dyn App> {
     let all = all();
-    all.iter().copied().find(|a| a.name() == name).ok_or_else(|| {
-        anyhow::anyhow!(
-            "unknown application `{name}`; valid applications: {}",
-            all.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
-        )
-    })
+    all.iter()
+        .copied()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown application `{name}`; valid applications: {}",
+                all.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+            )
+        })
 }
 
 /// The parameter that `--input FILE` sets: the app's primary input file.
 pub fn input_param(app: &dyn App) -> Option<&'static str> {
-    ["input", "deck", "datafile"].into_iter().find(|n| app.params().iter().any(|p| p.name == *n))
+    ["input", "deck", "datafile"]
+        .into_iter()
+        .find(|n| app.params().iter().any(|p| p.name == *n))
 }

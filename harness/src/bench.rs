@@ -36,7 +36,9 @@ fn median_us(mut v: Vec<u64>) -> f64 {
 }
 
 fn modes(list: &str) -> anyhow::Result<Vec<ExecMode>> {
-    list.split(',').map(|m| m.trim().parse::<ExecMode>().map_err(anyhow::Error::msg)).collect()
+    list.split(',')
+        .map(|m| m.trim().parse::<ExecMode>().map_err(anyhow::Error::msg))
+        .collect()
 }
 
 pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
@@ -48,10 +50,16 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
             Ok(())
         }
         "proto" => {
-            let variants: Vec<Protocol> =
-                a.variants.split(',').map(|v| protocol_variants::by_name(v.trim())).collect::<Result<_, _>>()?;
-            let backends: Vec<FaultBackend> =
-                a.backends.split(',').map(|b| b.trim().parse::<FaultBackend>().map_err(anyhow::Error::msg)).collect::<Result<_, _>>()?;
+            let variants: Vec<Protocol> = a
+                .variants
+                .split(',')
+                .map(|v| protocol_variants::by_name(v.trim()))
+                .collect::<Result<_, _>>()?;
+            let backends: Vec<FaultBackend> = a
+                .backends
+                .split(',')
+                .map(|b| b.trim().parse::<FaultBackend>().map_err(anyhow::Error::msg))
+                .collect::<Result<_, _>>()?;
             for mode in modes(&a.exec)? {
                 for &v in &variants {
                     for &b in &backends {
@@ -77,7 +85,9 @@ fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
     }
 }
 
-fn skip_other(r: Result<Vec<Vec<u8>>, dsm::launch::LaunchError>) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
+fn skip_other(
+    r: Result<Vec<Vec<u8>>, dsm::launch::LaunchError>,
+) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
     match r {
         Err(e) if e.is_other_run() => Ok(None),
         Err(e) => Err(e.into()),
@@ -99,7 +109,9 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     // One-way remote write: a ping-pong of words, both sides spinning on their receive memory.
     let r = skip_other(launch(&spec(2, mode), |ctx| {
         let net = Net::new(ctx.fabric, ctx.node);
-        let r = net.alloc_region(2 * MC_PAGE_BYTES, Backing::Pool, "ping-pong").map_err(|e| e.to_string())?;
+        let r = net
+            .alloc_region(2 * MC_PAGE_BYTES, Backing::Pool, "ping-pong")
+            .map_err(|e| e.to_string())?;
         net.attach_rx(&r, ctx.node as u64 * MC_PAGE_BYTES, MC_PAGE_BYTES, false);
         let other = (1 - ctx.node) as u64 * MC_PAGE_BYTES;
         let mine = ctx.node as u64 * MC_PAGE_BYTES;
@@ -133,7 +145,10 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     let one_way: f64 = serde_json::from_slice(&r[0])?;
     println!("net ({mode}): remote-write one-way latency        {one_way:8.3} us");
 
-    for (label, gap) in [("polling", Duration::ZERO), ("parked", Duration::from_micros(300))] {
+    for (label, gap) in [
+        ("polling", Duration::ZERO),
+        ("parked", Duration::from_micros(300)),
+    ] {
         let n = if gap.is_zero() { iters } else { iters.min(300) };
         let r = skip_other(launch(&spec(2, mode), |ctx| {
             let net = Net::new(ctx.fabric, ctx.node);
@@ -157,10 +172,12 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
             for _ in 0..n {
                 busy_wait(gap);
                 let t = Instant::now();
-                net.request(1, PING, 0, &[], &mut out).map_err(|e| e.to_string())?;
+                net.request(1, PING, 0, &[], &mut out)
+                    .map_err(|e| e.to_string())?;
                 samples.push(t.elapsed().as_nanos() as u64);
             }
-            net.request(1, QUIT, 0, &[], &mut out).map_err(|e| e.to_string())?;
+            net.request(1, QUIT, 0, &[], &mut out)
+                .map_err(|e| e.to_string())?;
             Ok(serde_json::to_vec(&median_us(samples)).unwrap())
         }))?;
         let Some(r) = r else { return Ok(()) };
@@ -171,7 +188,9 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     for nodes in [2usize, 4] {
         let r = skip_other(launch(&spec(nodes, mode), |ctx| {
             let net = Net::new(ctx.fabric, ctx.node);
-            let r = net.alloc_region(MC_PAGE_BYTES, Backing::Pool, "broadcast").map_err(|e| e.to_string())?;
+            let r = net
+                .alloc_region(MC_PAGE_BYTES, Backing::Pool, "broadcast")
+                .map_err(|e| e.to_string())?;
             net.attach_rx(&r, 0, MC_PAGE_BYTES, true);
             let mut samples = Vec::new();
             if ctx.node == 0 {
@@ -190,7 +209,9 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
 
     let r = skip_other(launch(&spec(2, mode), |ctx| {
         let net = Net::new(ctx.fabric, ctx.node);
-        let r = net.alloc_region(64 * 1024, Backing::Pool, "bandwidth").map_err(|e| e.to_string())?;
+        let r = net
+            .alloc_region(64 * 1024, Backing::Pool, "bandwidth")
+            .map_err(|e| e.to_string())?;
         net.attach_rx(&r, 0, r.len, false);
         let mut rates = Vec::new();
         if ctx.node == 1 {
@@ -238,7 +259,12 @@ struct ProtoTimes {
     barrier: f64,
 }
 
-fn bench_proto(v: Protocol, backend: FaultBackend, mode: ExecMode, iters: usize) -> anyhow::Result<()> {
+fn bench_proto(
+    v: Protocol,
+    backend: FaultBackend,
+    mode: ExecMode,
+    iters: usize,
+) -> anyhow::Result<()> {
     let pages = 256usize.min(iters.max(64));
     let words = 8192 / 8;
     let r = Cluster::new(proto_config(v, backend, mode, 2)).run(|s| {
@@ -332,25 +358,63 @@ fn bench_proto(v: Protocol, backend: FaultBackend, mode: ExecMode, iters: usize)
         Err(dsm::DsmError::Launch(e)) if e.is_other_run() => return Ok(()),
         r => r?,
     };
-    let t = report.results.into_iter().flatten().next().expect("node 1 reports");
+    let t = report
+        .results
+        .into_iter()
+        .flatten()
+        .next()
+        .expect("node 1 reports");
     let b4 = barrier_time(v, backend, mode, 4, iters)?;
     let tag = format!("{} ({mode}, {backend})", v.name);
-    println!("proto {tag}: page fetch (read fault, remote home)  {:8.2} us", t.page_fetch);
-    println!("proto {tag}: write fault with twin                 {:8.2} us", t.write_fault_twin);
-    println!("proto {tag}: release with a diff of 1% of a page   {:8.2} us", t.diff_1);
-    println!("proto {tag}: release with a diff of 10%            {:8.2} us", t.diff_10);
-    println!("proto {tag}: release with a diff of 100%           {:8.2} us", t.diff_100);
-    println!("proto {tag}: release of 64 dirty pages             {:8.2} us", t.release_64);
-    println!("proto {tag}: lock acquire, uncontended, remote     {:8.2} us", t.lock_uncontended);
-    println!("proto {tag}: lock acquire, contended by 2 nodes    {:8.2} us", t.lock_contended);
-    println!("proto {tag}: barrier, 2 nodes                      {:8.2} us", t.barrier);
+    println!(
+        "proto {tag}: page fetch (read fault, remote home)  {:8.2} us",
+        t.page_fetch
+    );
+    println!(
+        "proto {tag}: write fault with twin                 {:8.2} us",
+        t.write_fault_twin
+    );
+    println!(
+        "proto {tag}: release with a diff of 1% of a page   {:8.2} us",
+        t.diff_1
+    );
+    println!(
+        "proto {tag}: release with a diff of 10%            {:8.2} us",
+        t.diff_10
+    );
+    println!(
+        "proto {tag}: release with a diff of 100%           {:8.2} us",
+        t.diff_100
+    );
+    println!(
+        "proto {tag}: release of 64 dirty pages             {:8.2} us",
+        t.release_64
+    );
+    println!(
+        "proto {tag}: lock acquire, uncontended, remote     {:8.2} us",
+        t.lock_uncontended
+    );
+    println!(
+        "proto {tag}: lock acquire, contended by 2 nodes    {:8.2} us",
+        t.lock_contended
+    );
+    println!(
+        "proto {tag}: barrier, 2 nodes                      {:8.2} us",
+        t.barrier
+    );
     if let Some(b4) = b4 {
         println!("proto {tag}: barrier, 4 nodes                      {b4:8.2} us");
     }
     Ok(())
 }
 
-fn barrier_time(v: Protocol, backend: FaultBackend, mode: ExecMode, nodes: usize, iters: usize) -> anyhow::Result<Option<f64>> {
+fn barrier_time(
+    v: Protocol,
+    backend: FaultBackend,
+    mode: ExecMode,
+    nodes: usize,
+    iters: usize,
+) -> anyhow::Result<Option<f64>> {
     let r = Cluster::new(proto_config(v, backend, mode, nodes)).run(|s| {
         let bar = s.barrier();
         move |p| {

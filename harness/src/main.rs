@@ -8,7 +8,11 @@ mod run;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cashmere", version, about = "A Cashmere-style software DSM: applications, protocol variants, networks")]
+#[command(
+    name = "cashmere",
+    version,
+    about = "A Cashmere-style software DSM: applications, protocol variants, networks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,7 +55,11 @@ fn print_profiles() {
         "name", "network", "lat us", "MB/s", "packet", "send us", "recv us", "bcast us", "space"
     );
     for p in dsm::net::profile::all() {
-        let space = if p.address_space_bytes == u64::MAX { "unlimited".to_string() } else { format!("{} MiB", p.address_space_bytes >> 20) };
+        let space = if p.address_space_bytes == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            format!("{} MiB", p.address_space_bytes >> 20)
+        };
         println!(
             "{:<10} {:<34} {:>9.2} {:>10.1} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>10}  {}",
             p.name,

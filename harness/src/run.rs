@@ -83,7 +83,11 @@ pub struct RunArgs {
     pub help: bool,
 }
 
-fn parse_params(app: &dyn App, raw: &[String], input: &Option<String>) -> anyhow::Result<Vec<(String, String)>> {
+fn parse_params(
+    app: &dyn App,
+    raw: &[String],
+    input: &Option<String>,
+) -> anyhow::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for kv in raw {
         let Some((k, v)) = kv.split_once('=') else {
@@ -101,9 +105,16 @@ fn parse_params(app: &dyn App, raw: &[String], input: &Option<String>) -> anyhow
 }
 
 fn app_help(app: &dyn App) -> String {
-    let mut s = format!("{}: {}\n\nParameters (defaults for test / small / paper):\n", app.name(), app.description());
+    let mut s = format!(
+        "{}: {}\n\nParameters (defaults for test / small / paper):\n",
+        app.name(),
+        app.description()
+    );
     for p in app.params() {
-        s += &format!("  {:<16} {}\n  {:<16} [{} / {} / {}]\n", p.name, p.help, "", p.defaults[0], p.defaults[1], p.defaults[2]);
+        s += &format!(
+            "  {:<16} {}\n  {:<16} [{} / {} / {}]\n",
+            p.name, p.help, "", p.defaults[0], p.defaults[1], p.defaults[2]
+        );
     }
     if let Some(i) = apps::input_param(app) {
         s += &format!("\n--input FILE sets `{i}`.\n");
@@ -136,7 +147,10 @@ impl Progress {
                 eprintln!();
             }
         });
-        Progress { stop, handle: Some(handle) }
+        Progress {
+            stop,
+            handle: Some(handle),
+        }
     }
 }
 
@@ -160,22 +174,44 @@ pub struct Outcome {
     pub report: dsm::Report<()>,
 }
 
-pub fn run_app(app: &dyn App, params: &Params, config: &Config, quiet: bool) -> anyhow::Result<Outcome> {
+pub fn run_app(
+    app: &dyn App,
+    params: &Params,
+    config: &Config,
+    quiet: bool,
+) -> anyhow::Result<Outcome> {
     let node = dsm::launch::is_node_process();
     let (seq, seq_s) = if node {
         (AppResult::new(), 0.0)
     } else {
         let _p = (!quiet).then(|| Progress::start(format!("{} sequential", app.name())));
         let t = Instant::now();
-        let r = app.sequential(params).with_context(|| format!("sequential {}", app.name()))?;
+        let r = app
+            .sequential(params)
+            .with_context(|| format!("sequential {}", app.name()))?;
         (r, t.elapsed().as_secs_f64())
     };
-    let _p = (!quiet && !node).then(|| Progress::start(format!("{} parallel ({})", app.name(), config.protocol.name)));
+    let _p = (!quiet && !node).then(|| {
+        Progress::start(format!(
+            "{} parallel ({})",
+            app.name(),
+            config.protocol.name
+        ))
+    });
     let t = Instant::now();
-    let (par, report) = app.parallel(params, config).with_context(|| format!("parallel {} under {}", app.name(), config.protocol.name))?;
+    let (par, report) = app
+        .parallel(params, config)
+        .with_context(|| format!("parallel {} under {}", app.name(), config.protocol.name))?;
     let par_s = t.elapsed().as_secs_f64();
     let verified = app.check(&seq, &par);
-    Ok(Outcome { seq, par, seq_s, par_s, verified, report })
+    Ok(Outcome {
+        seq,
+        par,
+        seq_s,
+        par_s,
+        verified,
+        report,
+    })
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
@@ -196,10 +232,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let size: Size = a.size.parse()?;
-    let params = Params::resolve(app.name(), app.params(), size, &parse_params(app, &a.params, &a.input)?)?;
+    let params = Params::resolve(
+        app.name(),
+        app.params(),
+        size,
+        &parse_params(app, &a.params, &a.input)?,
+    )?;
     let config = a.cluster.config()?;
     let o = run_app(app, &params, &config, false)?;
-    let speedup = if o.par_s > 0.0 { o.seq_s / o.par_s } else { 0.0 };
+    let speedup = if o.par_s > 0.0 {
+        o.seq_s / o.par_s
+    } else {
+        0.0
+    };
     println!(
         "{} ({size}) on {} nodes x {} procs, {} over {} ({}, {}):",
         app.name(),
@@ -210,20 +255,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         config.mode,
         config.backend
     );
-    println!("  sequential {:.3} s, parallel {:.3} s, speedup {speedup:.2}", o.seq_s, o.par_s);
+    println!(
+        "  sequential {:.3} s, parallel {:.3} s, speedup {speedup:.2}",
+        o.seq_s, o.par_s
+    );
     println!("  result: {}", o.par);
     let c = &o.report.counters;
     println!(
         "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes), write notices {}, messages {}, broadcasts {}",
         c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.write_notices, c.messages, c.broadcasts
     );
-    let total = o.report.procs.iter().fold(dsm::Breakdown::default(), |mut t, p| {
-        t.user_ns += p.breakdown.user_ns;
-        t.protocol_ns += p.breakdown.protocol_ns;
-        t.wait_ns += p.breakdown.wait_ns;
-        t.message_ns += p.breakdown.message_ns;
-        t
-    });
+    let total = o
+        .report
+        .procs
+        .iter()
+        .fold(dsm::Breakdown::default(), |mut t, p| {
+            t.user_ns += p.breakdown.user_ns;
+            t.protocol_ns += p.breakdown.protocol_ns;
+            t.wait_ns += p.breakdown.wait_ns;
+            t.message_ns += p.breakdown.message_ns;
+            t
+        });
     let pct = |x: u64| 100.0 * x as f64 / total.total_ns().max(1) as f64;
     println!(
         "  time: user {:.1}%, protocol {:.1}%, wait {:.1}%, message {:.1}%",
@@ -233,7 +285,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         pct(total.message_ns)
     );
     if let Some(path) = &a.save_homes {
-        std::fs::write(path, o.report.homes_file()).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, o.report.homes_file())
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &a.json {
         let json = serde_json::json!({
@@ -258,7 +311,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             "node_counters": o.report.node_counters,
             "breakdown": o.report.procs,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&json)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     match o.verified {
         Ok(()) => {
@@ -287,18 +341,33 @@ pub struct SuiteArgs {
 pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     let size: Size = a.size.parse()?;
     let variants: Vec<dsm::Protocol> = match &a.variants {
-        Some(list) => list.split(',').map(|v| protocol_variants::by_name(v.trim())).collect::<Result<_, _>>()?,
+        Some(list) => list
+            .split(',')
+            .map(|v| protocol_variants::by_name(v.trim()))
+            .collect::<Result<_, _>>()?,
         None => protocol_variants::implemented(),
     };
     let chosen: Vec<&dyn App> = match &a.apps {
-        Some(list) => list.split(',').map(|n| apps::by_name(n.trim())).collect::<Result<_, _>>()?,
+        Some(list) => list
+            .split(',')
+            .map(|n| apps::by_name(n.trim()))
+            .collect::<Result<_, _>>()?,
         None => apps::all(),
     };
     let node = dsm::launch::is_node_process();
     if !node {
         println!(
             "{:<10} {:<9} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>7} {:>9}  result",
-            "app", "variant", "seq s", "par s", "speedup", "verified", "pages", "invals", "diffs", "messages"
+            "app",
+            "variant",
+            "seq s",
+            "par s",
+            "speedup",
+            "verified",
+            "pages",
+            "invals",
+            "diffs",
+            "messages"
         );
     }
     let mut failures = Vec::new();
@@ -310,10 +379,13 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
             let config = cluster.config()?;
             match run_app(app, &params, &config, true) {
                 Err(e) => {
-                    if let Some(dsm::DsmError::Launch(l)) = e.downcast_ref::<app_common::AppError>().and_then(|ae| match ae {
-                        app_common::AppError::Dsm(d) => Some(d),
-                        _ => None,
-                    }) {
+                    if let Some(dsm::DsmError::Launch(l)) = e
+                        .downcast_ref::<app_common::AppError>()
+                        .and_then(|ae| match ae {
+                            app_common::AppError::Dsm(d) => Some(d),
+                            _ => None,
+                        })
+                    {
                         if l.is_other_run() {
                             continue;
                         }
@@ -350,6 +422,10 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     if failures.is_empty() {
         Ok(())
     } else {
-        bail!("{} run(s) failed:\n  {}", failures.len(), failures.join("\n  "))
+        bail!(
+            "{} run(s) failed:\n  {}",
+            failures.len(),
+            failures.join("\n  ")
+        )
     }
 }

@@ -16,19 +16,82 @@
 
 use dsm::{DataStrategy as D, HomePolicy as H, MetadataStrategy as M, Protocol, SyncStrategy as S};
 
-const fn variant(name: &'static str, data: D, metadata: M, sync: S, home: H, adb: bool) -> Protocol {
-    Protocol { name, data, metadata, sync, home, adaptive_broadcast: adb }
+const fn variant(
+    name: &'static str,
+    data: D,
+    metadata: M,
+    sync: S,
+    home: H,
+    adb: bool,
+) -> Protocol {
+    Protocol {
+        name,
+        data,
+        metadata,
+        sync,
+        home,
+        adaptive_broadcast: adb,
+    }
 }
 
 /// All seven variants, in the paper's order.
 pub const ALL: [Protocol; 7] = [
-    variant("CSM-DMS", D::RemoteWrite, M::Replicated, S::Network, H::FirstTouch, false),
-    variant("CSM-MS", D::Messages, M::Replicated, S::Network, H::FirstTouch, false),
-    variant("CSM-S", D::Messages, M::HomeHeld, S::Network, H::FirstTouch, false),
-    variant("CSM-None", D::Messages, M::HomeHeld, S::Messages, H::FirstTouch, false),
-    variant("CSM-MS-Mg", D::Messages, M::Replicated, S::Network, H::Migrating, false),
-    variant("CSM-None-Mg", D::Messages, M::HomeHeld, S::Messages, H::Migrating, false),
-    variant("CSM-ADB", D::RemoteWrite, M::Replicated, S::Network, H::FirstTouch, true),
+    variant(
+        "CSM-DMS",
+        D::RemoteWrite,
+        M::Replicated,
+        S::Network,
+        H::FirstTouch,
+        false,
+    ),
+    variant(
+        "CSM-MS",
+        D::Messages,
+        M::Replicated,
+        S::Network,
+        H::FirstTouch,
+        false,
+    ),
+    variant(
+        "CSM-S",
+        D::Messages,
+        M::HomeHeld,
+        S::Network,
+        H::FirstTouch,
+        false,
+    ),
+    variant(
+        "CSM-None",
+        D::Messages,
+        M::HomeHeld,
+        S::Messages,
+        H::FirstTouch,
+        false,
+    ),
+    variant(
+        "CSM-MS-Mg",
+        D::Messages,
+        M::Replicated,
+        S::Network,
+        H::Migrating,
+        false,
+    ),
+    variant(
+        "CSM-None-Mg",
+        D::Messages,
+        M::HomeHeld,
+        S::Messages,
+        H::Migrating,
+        false,
+    ),
+    variant(
+        "CSM-ADB",
+        D::RemoteWrite,
+        M::Replicated,
+        S::Network,
+        H::FirstTouch,
+        true,
+    ),
 ];
 
 pub const CSM_DMS: Protocol = ALL[0];
@@ -50,16 +113,26 @@ pub struct UnknownVariant {
 /// The variant called `name` (case-insensitive; the `CSM-` prefix may be left out).
 pub fn by_name(name: &str) -> Result<Protocol, UnknownVariant> {
     let want = name.to_ascii_uppercase();
-    let want = if want.starts_with("CSM-") { want } else { format!("CSM-{want}") };
-    ALL.iter().copied().find(|p| p.name.to_ascii_uppercase() == want).ok_or_else(|| UnknownVariant {
-        name: name.to_string(),
-        valid: ALL.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-    })
+    let want = if want.starts_with("CSM-") {
+        want
+    } else {
+        format!("CSM-{want}")
+    };
+    ALL.iter()
+        .copied()
+        .find(|p| p.name.to_ascii_uppercase() == want)
+        .ok_or_else(|| UnknownVariant {
+            name: name.to_string(),
+            valid: ALL.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        })
 }
 
 /// The variants the engine runs today.
 pub fn implemented() -> Vec<Protocol> {
-    ALL.iter().copied().filter(|p| p.unsupported().is_none()).collect()
+    ALL.iter()
+        .copied()
+        .filter(|p| p.unsupported().is_none())
+        .collect()
 }
 
 #[cfg(test)]
@@ -71,7 +144,10 @@ mod tests {
         assert_eq!(by_name("csm-dms").unwrap(), CSM_DMS);
         assert_eq!(by_name("None-Mg").unwrap(), CSM_NONE_MG);
         let e = by_name("CSM-XYZ").unwrap_err().to_string();
-        assert!(e.contains("unknown protocol variant `CSM-XYZ`") && e.contains("CSM-ADB"), "{e}");
+        assert!(
+            e.contains("unknown protocol variant `CSM-XYZ`") && e.contains("CSM-ADB"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -86,7 +162,12 @@ mod tests {
                 assert_eq!(p.metadata == M::Replicated, uses('M'), "{}", p.name);
                 assert_eq!(p.sync == S::Network, uses('S'), "{}", p.name);
             }
-            assert_eq!(p.home == H::Migrating, p.name.ends_with("-Mg"), "{}", p.name);
+            assert_eq!(
+                p.home == H::Migrating,
+                p.name.ends_with("-Mg"),
+                "{}",
+                p.name
+            );
         }
     }
 

@@ -14,10 +14,14 @@ pub use result::{AppResult, Check, Mismatch, Value};
 
 /// Splits a run's report into processor 0's result and a report without results, the way
 /// every app returns from [`App::parallel`]. Processor 0 must return `Some(result)`.
-pub fn split_report(report: dsm::Report<Option<AppResult>>) -> Result<(AppResult, dsm::Report<()>), AppError> {
+pub fn split_report(
+    report: dsm::Report<Option<AppResult>>,
+) -> Result<(AppResult, dsm::Report<()>), AppError> {
     let (results, report) = report.take_results();
     let first = results.into_iter().next().flatten();
-    first.map(|r| (r, report)).ok_or_else(|| AppError::Other("processor 0 returned no result".into()))
+    first
+        .map(|r| (r, report))
+        .ok_or_else(|| AppError::Other("processor 0 returned no result".into()))
 }
 
 use std::path::PathBuf;
@@ -27,13 +31,29 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error("unknown parameter `{name}` for {app}; valid parameters: {valid}")]
-    UnknownParam { app: String, name: String, valid: String },
+    UnknownParam {
+        app: String,
+        name: String,
+        valid: String,
+    },
     #[error("parameter `{name}` = `{value}` is not valid: {why}")]
-    BadParam { name: String, value: String, why: String },
+    BadParam {
+        name: String,
+        value: String,
+        why: String,
+    },
     #[error("cannot read input file {path}: {source}")]
-    Io { path: PathBuf, #[source] source: std::io::Error },
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("malformed input {path}, line {line}: {why}")]
-    Malformed { path: PathBuf, line: usize, why: String },
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        why: String,
+    },
     #[error("{0}")]
     Other(String),
     #[error(transparent)]
@@ -72,7 +92,11 @@ pub trait App: Sync {
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError>;
     /// Runs the parallel version on a DSM cluster configured by `config`; returns the
     /// result summary and the run's report (times and counters).
-    fn parallel(&self, params: &Params, config: &dsm::Config) -> Result<(AppResult, dsm::Report<()>), AppError>;
+    fn parallel(
+        &self,
+        params: &Params,
+        config: &dsm::Config,
+    ) -> Result<(AppResult, dsm::Report<()>), AppError>;
     /// Compares a parallel result with the sequential one: exact where the arithmetic is
     /// the same, within a stated tolerance where the order of summation differs.
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch>;

@@ -108,7 +108,10 @@ impl Params {
     pub fn from_pairs(size: Size, pairs: &[(&str, &str)]) -> Params {
         Params {
             size,
-            values: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            values: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
@@ -118,11 +121,14 @@ impl Params {
 
     /// The raw text of a parameter.
     pub fn str(&self, name: &str) -> Result<&str, AppError> {
-        self.values.get(name).map(String::as_str).ok_or_else(|| AppError::BadParam {
-            name: name.into(),
-            value: String::new(),
-            why: "the application asked for a parameter it does not declare".into(),
-        })
+        self.values
+            .get(name)
+            .map(String::as_str)
+            .ok_or_else(|| AppError::BadParam {
+                name: name.into(),
+                value: String::new(),
+                why: "the application asked for a parameter it does not declare".into(),
+            })
     }
 
     /// A parameter parsed as `T`; a value that does not parse is a clear error.
@@ -161,8 +167,16 @@ mod tests {
     use super::*;
 
     const SPECS: &[ParamSpec] = &[
-        ParamSpec { name: "n", help: "matrix order", defaults: ["64", "512", "2500"] },
-        ParamSpec { name: "block", help: "block size", defaults: ["16", "16", "16"] },
+        ParamSpec {
+            name: "n",
+            help: "matrix order",
+            defaults: ["64", "512", "2500"],
+        },
+        ParamSpec {
+            name: "block",
+            help: "block size",
+            defaults: ["16", "16", "16"],
+        },
     ];
 
     #[test]
@@ -177,14 +191,25 @@ mod tests {
     #[test]
     fn unknown_parameter_lists_valid_names() {
         let e = Params::resolve("lu", SPECS, Size::Test, &[("m".into(), "1".into())]).unwrap_err();
-        assert_eq!(e.to_string(), "unknown parameter `m` for lu; valid parameters: n, block");
+        assert_eq!(
+            e.to_string(),
+            "unknown parameter `m` for lu; valid parameters: n, block"
+        );
     }
 
     #[test]
     fn unparsable_and_out_of_range_values_are_errors() {
         let p = Params::resolve("lu", SPECS, Size::Test, &[("n".into(), "x".into())]).unwrap();
-        assert!(p.get::<usize>("n").unwrap_err().to_string().contains("`n` = `x`"));
+        assert!(p
+            .get::<usize>("n")
+            .unwrap_err()
+            .to_string()
+            .contains("`n` = `x`"));
         let p = Params::resolve("lu", SPECS, Size::Test, &[("n".into(), "0".into())]).unwrap();
-        assert!(p.get_in::<usize>("n", 1, 10).unwrap_err().to_string().contains("between 1 and 10"));
+        assert!(p
+            .get_in::<usize>("n", 1, 10)
+            .unwrap_err()
+            .to_string()
+            .contains("between 1 and 10"));
     }
 }

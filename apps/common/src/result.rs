@@ -61,7 +61,12 @@ impl AppResult {
         let map = self
             .fields
             .iter()
-            .map(|(k, v)| (k.clone(), serde_json::to_value(v).expect("values serialize")))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    serde_json::to_value(v).expect("values serialize"),
+                )
+            })
             .collect::<serde_json::Map<_, _>>();
         serde_json::Value::Object(map)
     }
@@ -127,7 +132,12 @@ impl<'a> Check<'a> {
         if same {
             Ok(self)
         } else {
-            Err(Mismatch { field: field.into(), expected: a.to_string(), got: b.to_string(), rule: "exact".into() })
+            Err(Mismatch {
+                field: field.into(),
+                expected: a.to_string(),
+                got: b.to_string(),
+                rule: "exact".into(),
+            })
         }
     }
 
@@ -138,7 +148,9 @@ impl<'a> Check<'a> {
         let close = |x: f64, y: f64| (x - y).abs() <= tol * x.abs().max(y.abs()).max(floor);
         let ok = match (a, b) {
             (Value::F64(x), Value::F64(y)) => close(*x, *y),
-            (Value::F64s(x), Value::F64s(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| close(*p, *q)),
+            (Value::F64s(x), Value::F64s(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| close(*p, *q))
+            }
             _ => a == b,
         };
         if ok {
@@ -158,7 +170,12 @@ impl<'a> Check<'a> {
         let (_, b) = self.pair(field)?;
         match b {
             Value::F64(y) if *y <= bound => Ok(self),
-            _ => Err(Mismatch { field: field.into(), expected: format!("<= {bound:e}"), got: b.to_string(), rule: "upper bound".into() }),
+            _ => Err(Mismatch {
+                field: field.into(),
+                expected: format!("<= {bound:e}"),
+                got: b.to_string(),
+                rule: "upper bound".into(),
+            }),
         }
     }
 
@@ -175,7 +192,10 @@ mod tests {
     fn exact_and_relative_checks() {
         let a = AppResult::new().f64("x", 1.0).i64("n", 3);
         let b = AppResult::new().f64("x", 1.0 + 1e-12).i64("n", 3);
-        assert!(Check::new(&a, &b).exact("n").and_then(|c| c.relative("x", 1e-9, 1.0)).is_ok());
+        assert!(Check::new(&a, &b)
+            .exact("n")
+            .and_then(|c| c.relative("x", 1e-9, 1.0))
+            .is_ok());
         let e = Check::new(&a, &b).exact("x").err().unwrap();
         assert_eq!(e.field, "x");
         assert!(e.to_string().starts_with("result field `x` differs"));
@@ -185,7 +205,11 @@ mod tests {
 
     #[test]
     fn values_survive_a_json_round_trip() {
-        let r = AppResult::new().f64("x", 1.0).i64("n", 3).with("v", Value::F64s(vec![0.5, 2.0])).with("t", Value::I64s(vec![1, 2]));
+        let r = AppResult::new()
+            .f64("x", 1.0)
+            .i64("n", 3)
+            .with("v", Value::F64s(vec![0.5, 2.0]))
+            .with("t", Value::I64s(vec![1, 2]));
         let back: AppResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
     }
@@ -194,6 +218,11 @@ mod tests {
     fn missing_field_is_a_mismatch() {
         let a = AppResult::new().f64("x", 1.0);
         let b = AppResult::new();
-        assert!(Check::new(&a, &b).exact("x").err().unwrap().got.contains("parallel"));
+        assert!(Check::new(&a, &b)
+            .exact("x")
+            .err()
+            .unwrap()
+            .got
+            .contains("parallel"));
     }
 }

@@ -16,7 +16,9 @@ impl Rand48 {
 
     /// The state after `srand48(seed)`.
     pub fn srand48(seed: i64) -> Self {
-        Rand48 { x: (((seed as u64) & 0xFFFF_FFFF) << 16) | 0x330E }
+        Rand48 {
+            x: (((seed as u64) & 0xFFFF_FFFF) << 16) | 0x330E,
+        }
     }
 
     fn step(&mut self) -> u64 {
@@ -80,7 +82,10 @@ mod tests {
     fn rand48_matches_glibc() {
         // glibc: srand48(1); lrand48() x3 prints 89400484 976015093 1792756325.
         let mut r = Rand48::srand48(1);
-        assert_eq!([r.lrand48(), r.lrand48(), r.lrand48()], [89400484, 976015093, 1792756325]);
+        assert_eq!(
+            [r.lrand48(), r.lrand48(), r.lrand48()],
+            [89400484, 976015093, 1792756325]
+        );
         // srand48(0); drand48() = 0.170828036106 (glibc).
         let mut r = Rand48::srand48(0);
         assert!((r.drand48() - 0.170828036106).abs() < 1e-12);

@@ -168,7 +168,11 @@ fn shared_rows_start_on_page_boundaries() {
     let stride = shared_row_stride(n, 4096);
     let mut padded = vec![f64::NAN; n * stride];
     for i in 0..n {
-        padded[i * stride..i * stride + row_len(n)].copy_from_slice(&m[i * row_len(n)..(i + 1) * row_len(n)]);
+        padded[i * stride..i * stride + row_len(n)]
+            .copy_from_slice(&m[i * row_len(n)..(i + 1) * row_len(n)]);
     }
-    assert_eq!(back_substitute_strided(&padded, n, stride), back_substitute(&m, n));
+    assert_eq!(
+        back_substitute_strided(&padded, n, stride),
+        back_substitute(&m, n)
+    );
 }

@@ -88,7 +88,12 @@ pub enum NetError {
     #[error("region [{offset:#x}, {end:#x}) lies outside the network address space of {space} bytes; use a smaller region or a profile with more address space")]
     OutsideAddressSpace { offset: u64, end: u64, space: u64 },
     #[error("the network address space of {space} bytes is full: {wanted} more bytes were requested with {left} left{hint}")]
-    AddressSpaceFull { space: u64, wanted: u64, left: u64, hint: String },
+    AddressSpaceFull {
+        space: u64,
+        wanted: u64,
+        left: u64,
+        hint: String,
+    },
     #[error("{0}")]
     Message(#[from] MsgError),
     #[error("cannot set up the fabric: {0}")]
@@ -127,7 +132,12 @@ fn round_up(x: u64, to: u64) -> u64 {
 }
 
 impl Layout {
-    pub fn new(nodes: usize, procs: usize, address_space_bytes: u64, heap_bytes: usize) -> Result<Layout, NetError> {
+    pub fn new(
+        nodes: usize,
+        procs: usize,
+        address_space_bytes: u64,
+        heap_bytes: usize,
+    ) -> Result<Layout, NetError> {
         if nodes == 0 {
             return Err(NetError::NoNodes);
         }
@@ -252,7 +262,9 @@ pub struct Fabric {
 
 impl std::fmt::Debug for Fabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fabric").field("layout", &self.layout).finish()
+        f.debug_struct("Fabric")
+            .field("layout", &self.layout)
+            .finish()
     }
 }
 
@@ -264,9 +276,12 @@ impl Fabric {
         let fabric = Fabric { fd, wire, layout };
         let h = fabric.header();
         h.nodes.store(layout.nodes as u64, Ordering::Relaxed);
-        h.address_space.store(layout.address_space_bytes, Ordering::Relaxed);
-        h.heap_bytes.store(layout.heap_bytes as u64, Ordering::Relaxed);
-        h.packet_bytes.store(profile.packet_bytes.max(1), Ordering::Relaxed);
+        h.address_space
+            .store(layout.address_space_bytes, Ordering::Relaxed);
+        h.heap_bytes
+            .store(layout.heap_bytes as u64, Ordering::Relaxed);
+        h.packet_bytes
+            .store(profile.packet_bytes.max(1), Ordering::Relaxed);
         // Every node receives its own messaging pages.
         for node in 0..layout.nodes {
             let bit = 1u64 << node;
@@ -274,8 +289,16 @@ impl Fabric {
                 let off = fabric.ring_off(node, src);
                 fabric.set_receivers(off, RING_BYTES, bit);
             }
-            fabric.set_receivers(layout.heads_base + node as u64 * layout.heads_per_node(), layout.heads_per_node(), bit);
-            fabric.set_receivers(layout.mailboxes_base + node as u64 * layout.mbox_per_node(), layout.mbox_per_node(), bit);
+            fabric.set_receivers(
+                layout.heads_base + node as u64 * layout.heads_per_node(),
+                layout.heads_per_node(),
+                bit,
+            );
+            fabric.set_receivers(
+                layout.mailboxes_base + node as u64 * layout.mbox_per_node(),
+                layout.mbox_per_node(),
+                bit,
+            );
         }
         h.magic.store(MAGIC, Ordering::Release);
         Ok(Arc::new(fabric))
@@ -289,8 +312,16 @@ impl Fabric {
         if h.magic.load(Ordering::Acquire) != MAGIC {
             return Err(NetError::Mismatch("no fabric header".into()));
         }
-        let seen = (h.nodes.load(Ordering::Relaxed), h.address_space.load(Ordering::Relaxed), h.heap_bytes.load(Ordering::Relaxed));
-        let want = (layout.nodes as u64, layout.address_space_bytes, layout.heap_bytes as u64);
+        let seen = (
+            h.nodes.load(Ordering::Relaxed),
+            h.address_space.load(Ordering::Relaxed),
+            h.heap_bytes.load(Ordering::Relaxed),
+        );
+        let want = (
+            layout.nodes as u64,
+            layout.address_space_bytes,
+            layout.heap_bytes as u64,
+        );
         if seen != want {
             return Err(NetError::Mismatch(format!(
                 "fabric has nodes/address space/heap {seen:?}, this process expects {want:?}"
@@ -323,7 +354,12 @@ impl Fabric {
         assert!(page < self.layout.address_space_bytes.div_ceil(MC_PAGE_BYTES));
         // SAFETY: the mask table lies inside the wire mapping (see Layout::new) and
         // entries are 8-byte aligned atomics.
-        unsafe { &*(self.wire.as_ptr().add(self.layout.masks_off + page as usize * 8) as *const AtomicU64) }
+        unsafe {
+            &*(self
+                .wire
+                .as_ptr()
+                .add(self.layout.masks_off + page as usize * 8) as *const AtomicU64)
+        }
     }
 
     fn set_receivers(&self, offset: u64, len: u64, mask: u64) {
@@ -357,14 +393,24 @@ impl Fabric {
         debug_assert!(offset <= self.layout.address_space_bytes);
         // SAFETY: the pool lies inside the wire mapping: nodes * address_space bytes from
         // pool_off, and offset is within the address space.
-        unsafe { self.wire.as_ptr().add(self.layout.pool_off + node * self.layout.address_space_bytes as usize + offset as usize) }
+        unsafe {
+            self.wire.as_ptr().add(
+                self.layout.pool_off
+                    + node * self.layout.address_space_bytes as usize
+                    + offset as usize,
+            )
+        }
     }
 
     /// Address in this process (wire view) of byte `offset` of `node`'s heap.
     pub(crate) fn heap_ptr(&self, node: usize, offset: usize) -> *mut u8 {
         assert!(node < self.layout.nodes && offset <= self.layout.heap_bytes);
         // SAFETY: heaps lie inside the wire mapping, heap_bytes each from heaps_off.
-        unsafe { self.wire.as_ptr().add(self.layout.heaps_off + node * self.layout.heap_bytes + offset) }
+        unsafe {
+            self.wire
+                .as_ptr()
+                .add(self.layout.heaps_off + node * self.layout.heap_bytes + offset)
+        }
     }
 
     /// Offset in the memfd of `node`'s heap, for mapping the application's view of it.
@@ -377,11 +423,15 @@ impl Fabric {
     }
 
     fn head_off(&self, producer: usize, consumer: usize) -> u64 {
-        self.layout.heads_base + producer as u64 * self.layout.heads_per_node() + consumer as u64 * 64
+        self.layout.heads_base
+            + producer as u64 * self.layout.heads_per_node()
+            + consumer as u64 * 64
     }
 
     fn mailbox_off(&self, node: usize, slot: usize) -> u64 {
-        self.layout.mailboxes_base + node as u64 * self.layout.mbox_per_node() + slot as u64 * MAILBOX_BYTES
+        self.layout.mailboxes_base
+            + node as u64 * self.layout.mbox_per_node()
+            + slot as u64 * MAILBOX_BYTES
     }
 
     pub(crate) fn bell(&self, node: usize) -> &Doorbell {
@@ -399,7 +449,14 @@ impl Fabric {
     /// The traffic counters of `node`.
     pub fn counters(&self, node: usize) -> NetCounters {
         let c = |i| self.counter(node, i).load(Ordering::Relaxed);
-        NetCounters { packets: c(0), bytes: c(1), broadcasts: c(2), messages: c(3), message_bytes: c(4), acks: c(5) }
+        NetCounters {
+            packets: c(0),
+            bytes: c(1),
+            broadcasts: c(2),
+            messages: c(3),
+            message_bytes: c(4),
+            acks: c(5),
+        }
     }
 
     fn count(&self, node: usize, which: usize, n: u64) {
@@ -407,7 +464,9 @@ impl Fabric {
     }
 
     fn packets_for(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.header().packet_bytes.load(Ordering::Relaxed)).max(1)
+        bytes
+            .div_ceil(self.header().packet_bytes.load(Ordering::Relaxed))
+            .max(1)
     }
 
     fn trace_word(&self, node: usize, i: usize) -> &AtomicU64 {
@@ -423,9 +482,11 @@ impl Fabric {
         let n = self.layout.trace_entries;
         let count = self.trace_word(node, 0).load(Ordering::Relaxed) as usize;
         if count < n {
-            self.trace_word(node, count + 1).store(tag, Ordering::Relaxed);
+            self.trace_word(node, count + 1)
+                .store(tag, Ordering::Relaxed);
         }
-        self.trace_word(node, 0).store(count as u64 + 1, Ordering::Release);
+        self.trace_word(node, 0)
+            .store(count as u64 + 1, Ordering::Release);
     }
 
     /// The arrival log of `node`: the first word of every packet it received, in arrival
@@ -435,8 +496,14 @@ impl Fabric {
             return Vec::new();
         }
         let count = self.trace_word(node, 0).load(Ordering::Acquire) as usize;
-        assert!(count <= self.layout.trace_entries, "arrival log overflowed: {count} packets, room for {}", self.layout.trace_entries);
-        (0..count).map(|i| self.trace_word(node, i + 1).load(Ordering::Relaxed)).collect()
+        assert!(
+            count <= self.layout.trace_entries,
+            "arrival log overflowed: {count} packets, room for {}",
+            self.layout.trace_entries
+        );
+        (0..count)
+            .map(|i| self.trace_word(node, i + 1).load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Marks the cluster as failed: every runtime wait returns an error from now on.
@@ -457,7 +524,11 @@ impl Fabric {
     pub(crate) fn result_area(&self, node: usize) -> *mut u8 {
         assert!(node < self.layout.nodes);
         // SAFETY: result areas lie inside the wire mapping, RESULT_BYTES each.
-        unsafe { self.wire.as_ptr().add(self.layout.results_off + node * RESULT_BYTES) }
+        unsafe {
+            self.wire
+                .as_ptr()
+                .add(self.layout.results_off + node * RESULT_BYTES)
+        }
     }
 
     fn lock<'a>(&'a self, word: &'a AtomicU32) -> SpinGuard<'a> {
@@ -477,7 +548,10 @@ impl Fabric {
 /// A lock word in the fabric: 0 free, 1 held, 2 held with waiters.
 fn spin_lock(word: &AtomicU32, fabric: &Fabric) {
     for _ in 0..200 {
-        if word.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+        if word
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
             return;
         }
         std::hint::spin_loop();
@@ -552,7 +626,12 @@ impl Net {
         assert!(node < fabric.layout.nodes, "node {node} out of range");
         let user_base = fabric.layout.user_base;
         let msg = msg::Messenger::new(&fabric, node);
-        Net { fabric, node, next_region: std::sync::Mutex::new(user_base), msg }
+        Net {
+            fabric,
+            node,
+            next_region: std::sync::Mutex::new(user_base),
+            msg,
+        }
     }
 
     pub fn node(&self) -> usize {
@@ -574,7 +653,12 @@ impl Net {
 
     /// Allocates `len` bytes of network address space (rounded to receive pages). Every
     /// node runs the same setup, so every node gets the same offsets in the same order.
-    pub fn alloc_region(&self, len: u64, backing: Backing, purpose: &str) -> Result<Region, NetError> {
+    pub fn alloc_region(
+        &self,
+        len: u64,
+        backing: Backing,
+        purpose: &str,
+    ) -> Result<Region, NetError> {
         let mut next = self.next_region.lock().expect("poisoned");
         let len = round_up(len.max(1), MC_PAGE_BYTES);
         let space = self.fabric.layout.address_space_bytes;
@@ -586,7 +670,11 @@ impl Net {
                 hint: format!(" (for {purpose})"),
             });
         }
-        let region = Region { offset: *next, len, backing };
+        let region = Region {
+            offset: *next,
+            len,
+            backing,
+        };
         *next += len;
         Ok(region)
     }
@@ -595,8 +683,16 @@ impl Net {
     pub fn region_at(&self, offset: u64, len: u64, backing: Backing) -> Result<Region, NetError> {
         let space = self.fabric.layout.address_space_bytes;
         match offset.checked_add(len) {
-            Some(end) if end <= space => Ok(Region { offset, len, backing }),
-            _ => Err(NetError::OutsideAddressSpace { offset, end: offset.saturating_add(len), space }),
+            Some(end) if end <= space => Ok(Region {
+                offset,
+                len,
+                backing,
+            }),
+            _ => Err(NetError::OutsideAddressSpace {
+                offset,
+                end: offset.saturating_add(len),
+                space,
+            }),
         }
     }
 
@@ -604,13 +700,15 @@ impl Net {
     /// this node's own transmits to that range are reflected into it too.
     pub fn attach_rx(&self, region: &Region, at: u64, len: u64, loopback: bool) {
         assert!(at + len <= region.len, "receive range outside the region");
-        self.fabric.attach_receiver(region.offset + at, len, self.node, loopback);
+        self.fabric
+            .attach_receiver(region.offset + at, len, self.node, loopback);
     }
 
     /// Removes this node's receive mapping of `region[at, at + len)`.
     pub fn detach_rx(&self, region: &Region, at: u64, len: u64) {
         assert!(at + len <= region.len, "receive range outside the region");
-        self.fabric.detach_receiver(region.offset + at, len, self.node);
+        self.fabric
+            .detach_receiver(region.offset + at, len, self.node);
     }
 
     /// A transmit handle on `region`.
@@ -631,13 +729,21 @@ impl Net {
     /// Copies `data` to every receiver of the pages it covers (see the module doc for the
     /// locks that give rules 1 and 2).
     fn transmit(&self, region: &Region, at: u64, data: &[u8], last_word_release: Option<u64>) {
-        assert!(at + data.len() as u64 <= region.len, "transmit outside the region: {at} + {} > {}", data.len(), region.len);
+        assert!(
+            at + data.len() as u64 <= region.len,
+            "transmit outside the region: {at} + {} > {}",
+            data.len(),
+            region.len
+        );
         let mut done = 0usize;
         while done < data.len() || (data.is_empty() && done == 0) {
             let off = region.offset + at + done as u64;
             let page_end = (off / MC_PAGE_BYTES + 1) * MC_PAGE_BYTES;
             let chunk = ((page_end - off) as usize).min(data.len() - done);
-            let entry = self.fabric.mask(off / MC_PAGE_BYTES).load(Ordering::Acquire);
+            let entry = self
+                .fabric
+                .mask(off / MC_PAGE_BYTES)
+                .load(Ordering::Acquire);
             let mut receivers = entry & 0xFFFF_FFFF;
             if entry & LOOPBACK_BIT == 0 {
                 receivers &= !(1u64 << self.node);
@@ -645,7 +751,9 @@ impl Net {
             let count = receivers.count_ones() as u64;
             if count > 0 {
                 let bytes = &data[done..done + chunk];
-                let tag = bytes.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+                let tag = bytes
+                    .get(..8)
+                    .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
                 let deliver = |r: usize| {
                     let dst = region.backing_ptr(&self.fabric, r, at + done as u64);
                     // SAFETY: dst points into receiver r's backing for this range, inside the
@@ -660,7 +768,9 @@ impl Net {
                 };
                 if count > 1 {
                     let _hub = self.fabric.lock(self.fabric.hub_lock());
-                    let guards: Vec<_> = bits(receivers).map(|r| self.fabric.lock(self.fabric.link_lock(r))).collect();
+                    let guards: Vec<_> = bits(receivers)
+                        .map(|r| self.fabric.lock(self.fabric.link_lock(r)))
+                        .collect();
                     bits(receivers).for_each(deliver);
                     drop(guards);
                     self.fabric.count(self.node, 2, 1);
@@ -669,7 +779,8 @@ impl Net {
                     let _link = self.fabric.lock(self.fabric.link_lock(r));
                     deliver(r);
                 }
-                self.fabric.count(self.node, 0, self.fabric.packets_for(chunk as u64));
+                self.fabric
+                    .count(self.node, 0, self.fabric.packets_for(chunk as u64));
                 self.fabric.count(self.node, 1, chunk as u64 * count);
             }
             done += chunk;
@@ -681,13 +792,30 @@ impl Net {
     }
 
     /// Sends a one-way message to `to` (back-pressure: waits while the ring is full).
-    pub fn send(&self, to: usize, kind: u16, from_slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
-        self.msg.send(&self.fabric, to, kind, from_slot, token, payload, true).map(|_| ())
+    pub fn send(
+        &self,
+        to: usize,
+        kind: u16,
+        from_slot: u16,
+        token: u32,
+        payload: &[u8],
+    ) -> Result<(), MsgError> {
+        self.msg
+            .send(&self.fabric, to, kind, from_slot, token, payload, true)
+            .map(|_| ())
     }
 
     /// Like [`Net::send`] but returns `Ok(false)` instead of waiting when the ring is full.
-    pub fn try_send(&self, to: usize, kind: u16, from_slot: u16, token: u32, payload: &[u8]) -> Result<bool, MsgError> {
-        self.msg.send(&self.fabric, to, kind, from_slot, token, payload, false)
+    pub fn try_send(
+        &self,
+        to: usize,
+        kind: u16,
+        from_slot: u16,
+        token: u32,
+        payload: &[u8],
+    ) -> Result<bool, MsgError> {
+        self.msg
+            .send(&self.fabric, to, kind, from_slot, token, payload, false)
     }
 
     /// Hands every waiting inbound message to `f`; returns how many there were.
@@ -703,7 +831,8 @@ impl Net {
     /// Waits for the reply to request `token` in this node's mailbox `slot` and copies it
     /// into `out`.
     pub fn wait_reply(&self, slot: u16, token: u32, out: &mut Vec<u8>) -> Result<(), MsgError> {
-        self.msg.wait_reply(&self.fabric, slot, token, out, &mut || 0)
+        self.msg
+            .wait_reply(&self.fabric, slot, token, out, &mut || 0)
     }
 
     /// Like [`Net::request`], calling `poll` while it waits (see [`Net::poll`]): a waiting
@@ -724,7 +853,14 @@ impl Net {
 
     /// Sends a request and waits for its reply. `slot` is the caller's mailbox; each
     /// mailbox has at most one request outstanding.
-    pub fn request(&self, to: usize, kind: u16, slot: u16, payload: &[u8], out: &mut Vec<u8>) -> Result<(), MsgError> {
+    pub fn request(
+        &self,
+        to: usize,
+        kind: u16,
+        slot: u16,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), MsgError> {
         let token = self.msg.next_token(slot);
         self.send(to, kind, slot, token, payload)?;
         self.wait_reply(slot, token, out)
@@ -797,14 +933,16 @@ impl Tx<'_> {
     pub fn write_u64(&self, at: u64, value: u64) {
         assert!(at % 8 == 0, "unaligned word transmit");
         std::sync::atomic::fence(Ordering::Release);
-        self.net.transmit(&self.region, at, &value.to_ne_bytes(), Some(value));
+        self.net
+            .transmit(&self.region, at, &value.to_ne_bytes(), Some(value));
     }
 
     /// Stores one 4-byte word.
     pub fn write_u32(&self, at: u64, value: u32) {
         assert!(at % 4 == 0, "unaligned word transmit");
         std::sync::atomic::fence(Ordering::Release);
-        self.net.transmit(&self.region, at, &value.to_ne_bytes(), None);
+        self.net
+            .transmit(&self.region, at, &value.to_ne_bytes(), None);
     }
 
     pub fn region(&self) -> Region {
@@ -850,7 +988,10 @@ impl Rx<'_> {
 
     /// Copies bytes out of the receive memory.
     pub fn read(&self, at: u64, out: &mut [u8]) {
-        assert!(at + out.len() as u64 <= self.region.len, "receive read outside the region");
+        assert!(
+            at + out.len() as u64 <= self.region.len,
+            "receive read outside the region"
+        );
         std::sync::atomic::fence(Ordering::Acquire);
         // SAFETY: the range lies in this node's receive memory; out is a distinct buffer.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr(at), out.as_mut_ptr(), out.len()) };

@@ -94,7 +94,12 @@ fn word32(ptr: *mut u8) -> &'static AtomicU32 {
 /// Sleeps on `node`'s doorbell until it rings or `timeout` passes, unless `ready()` is
 /// already true once this thread is registered as parked (see the module doc on sleeping).
 /// Several threads may park at once: `parked` counts them.
-pub(super) fn park_on_bell(fabric: &Fabric, node: usize, timeout: Duration, ready: impl Fn() -> bool) {
+pub(super) fn park_on_bell(
+    fabric: &Fabric,
+    node: usize,
+    timeout: Duration,
+    ready: impl Fn() -> bool,
+) {
     let bell = fabric.bell(node);
     let seen = bell.word.load(Ordering::SeqCst);
     bell.parked.fetch_add(1, Ordering::SeqCst);
@@ -117,9 +122,18 @@ impl Messenger {
         let n = fabric.layout.nodes;
         Messenger {
             node,
-            producers: (0..n).map(|_| Mutex::new(Producer { tail: 0, head_seen: 0 })).collect(),
+            producers: (0..n)
+                .map(|_| {
+                    Mutex::new(Producer {
+                        tail: 0,
+                        head_seen: 0,
+                    })
+                })
+                .collect(),
             consumer: Mutex::new(vec![0; n]),
-            tokens: (0..fabric.layout.mailboxes).map(|_| AtomicU32::new(0)).collect(),
+            tokens: (0..fabric.layout.mailboxes)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
         }
     }
 
@@ -147,14 +161,21 @@ impl Messenger {
             return Err(MsgError::NoSuchNode(to));
         }
         if payload.len() > MAX_MESSAGE_BYTES {
-            return Err(MsgError::TooLarge { len: payload.len(), max: MAX_MESSAGE_BYTES });
+            return Err(MsgError::TooLarge {
+                len: payload.len(),
+                max: MAX_MESSAGE_BYTES,
+            });
         }
         let record = RECORD_HEADER + (payload.len() as u64).div_ceil(8) * 8;
         let ring = fabric.ring_off(to, self.node);
         let head_word = word64(fabric.pool_ptr(self.node, fabric.head_off(self.node, to)));
         let mut p = self.producers[to].lock().expect("poisoned");
         let at = p.tail % RING_CAPACITY;
-        let waste = if at + record > RING_CAPACITY { RING_CAPACITY - at } else { 0 };
+        let waste = if at + record > RING_CAPACITY {
+            RING_CAPACITY - at
+        } else {
+            0
+        };
         let need = record + waste;
         let mut spins = 0u32;
         while p.tail + need - p.head_seen > RING_CAPACITY {
@@ -193,7 +214,11 @@ impl Messenger {
             rec.add(4).cast::<u16>().write_unaligned(kind);
             rec.add(6).cast::<u16>().write_unaligned(slot);
             rec.add(8).cast::<u32>().write_unaligned(token);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER as usize), payload.len());
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                rec.add(RECORD_HEADER as usize),
+                payload.len(),
+            );
         }
         p.tail += record;
         word64(fabric.pool_ptr(to, ring)).store(p.tail, Ordering::SeqCst);
@@ -237,7 +262,10 @@ impl Messenger {
                         kind: rec.add(4).cast::<u16>().read_unaligned(),
                         slot: rec.add(6).cast::<u16>().read_unaligned(),
                         token: rec.add(8).cast::<u32>().read_unaligned(),
-                        payload: std::slice::from_raw_parts(rec.add(RECORD_HEADER as usize), len as usize),
+                        payload: std::slice::from_raw_parts(
+                            rec.add(RECORD_HEADER as usize),
+                            len as usize,
+                        ),
                     }
                 };
                 f(msg);
@@ -247,7 +275,8 @@ impl Messenger {
             heads[src] = head;
             // Flow control: tell the producer how far we have read (a remote write into
             // its memory).
-            word64(fabric.pool_ptr(src, fabric.head_off(src, self.node))).store(head, Ordering::Release);
+            word64(fabric.pool_ptr(src, fabric.head_off(src, self.node)))
+                .store(head, Ordering::Release);
         }
         handled
     }
@@ -257,7 +286,9 @@ impl Messenger {
             return true;
         };
         (0..fabric.layout.nodes).any(|src| {
-            word64(fabric.pool_ptr(self.node, fabric.ring_off(self.node, src))).load(Ordering::SeqCst) != heads[src]
+            word64(fabric.pool_ptr(self.node, fabric.ring_off(self.node, src)))
+                .load(Ordering::SeqCst)
+                != heads[src]
         })
     }
 
@@ -271,22 +302,39 @@ impl Messenger {
         park_on_bell(fabric, self.node, timeout, || self.has_messages(fabric));
     }
 
-    pub(super) fn reply(&self, fabric: &Fabric, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+    pub(super) fn reply(
+        &self,
+        fabric: &Fabric,
+        to: usize,
+        slot: u16,
+        token: u32,
+        payload: &[u8],
+    ) -> Result<(), MsgError> {
         if to >= fabric.layout.nodes {
             return Err(MsgError::NoSuchNode(to));
         }
         if slot as usize >= fabric.layout.mailboxes {
-            return Err(MsgError::NoSuchMailbox { slot: slot as usize, slots: fabric.layout.mailboxes });
+            return Err(MsgError::NoSuchMailbox {
+                slot: slot as usize,
+                slots: fabric.layout.mailboxes,
+            });
         }
         if payload.len() > MAX_MESSAGE_BYTES {
-            return Err(MsgError::TooLarge { len: payload.len(), max: MAX_MESSAGE_BYTES });
+            return Err(MsgError::TooLarge {
+                len: payload.len(),
+                max: MAX_MESSAGE_BYTES,
+            });
         }
         let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
         // SAFETY: the mailbox lies in the receiver's memory; its requester is waiting and
         // does not read the payload before it sees the token stored below.
         unsafe {
             word32(mb.add(8)).store(payload.len() as u32, Ordering::Relaxed);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), mb.add(MAILBOX_DATA_OFF as usize), payload.len());
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                mb.add(MAILBOX_DATA_OFF as usize),
+                payload.len(),
+            );
         }
         let tok = word32(mb);
         tok.store(token, Ordering::SeqCst);
@@ -314,7 +362,10 @@ impl Messenger {
         poll: &mut dyn FnMut() -> usize,
     ) -> Result<(), MsgError> {
         if slot as usize >= fabric.layout.mailboxes {
-            return Err(MsgError::NoSuchMailbox { slot: slot as usize, slots: fabric.layout.mailboxes });
+            return Err(MsgError::NoSuchMailbox {
+                slot: slot as usize,
+                slots: fabric.layout.mailboxes,
+            });
         }
         let mb = fabric.pool_ptr(self.node, fabric.mailbox_off(self.node, slot as usize));
         let tok = word32(mb);
@@ -343,7 +394,9 @@ impl Messenger {
         let len = word32(mb.wrapping_add(8)).load(Ordering::Relaxed) as usize;
         out.clear();
         // SAFETY: the replier wrote len payload bytes before storing the token we saw.
-        out.extend_from_slice(unsafe { std::slice::from_raw_parts(mb.add(MAILBOX_DATA_OFF as usize), len) });
+        out.extend_from_slice(unsafe {
+            std::slice::from_raw_parts(mb.add(MAILBOX_DATA_OFF as usize), len)
+        });
         Ok(())
     }
 }

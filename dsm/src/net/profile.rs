@@ -43,8 +43,13 @@ impl Features {
         out
     }
 
-    pub const NONE: Features =
-        Features { remote_write: false, broadcast: false, total_order: false, loopback: false, remote_read: false };
+    pub const NONE: Features = Features {
+        remote_write: false,
+        broadcast: false,
+        total_order: false,
+        loopback: false,
+        remote_read: false,
+    };
 }
 
 /// The costs of one network, in nanoseconds and bytes.
@@ -390,10 +395,13 @@ impl Profile {
 /// The profile named `name`, or an error listing the valid names.
 pub fn by_name(name: &str) -> Result<Profile, UnknownProfile> {
     let all = all();
-    all.iter().find(|p| p.name == name).cloned().ok_or_else(|| UnknownProfile {
-        name: name.to_string(),
-        valid: all.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-    })
+    all.iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .ok_or_else(|| UnknownProfile {
+            name: name.to_string(),
+            valid: all.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        })
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -442,14 +450,20 @@ mod tests {
         assert_eq!(names.len(), all.len());
         assert_eq!(by_name("mc2").unwrap().packet_bytes, 256);
         let e = by_name("token-ring").unwrap_err();
-        assert!(e.to_string().contains("unknown network profile `token-ring`"));
+        assert!(e
+            .to_string()
+            .contains("unknown network profile `token-ring`"));
         assert!(e.to_string().contains("mc2"));
     }
 
     #[test]
     fn every_profile_is_plausible() {
         for p in all() {
-            assert!(p.latency_ns > 0 && p.bandwidth_bytes_per_s > 0 && p.packet_bytes > 0, "{}", p.name);
+            assert!(
+                p.latency_ns > 0 && p.bandwidth_bytes_per_s > 0 && p.packet_bytes > 0,
+                "{}",
+                p.name
+            );
             assert!(!p.source.is_empty(), "{} has no source", p.name);
         }
     }
@@ -471,7 +485,13 @@ mod tests {
         ];
         assert_eq!(all().len(), expected.len());
         for (name, remote_write, broadcast, total_order, loopback, remote_read) in expected {
-            let want = Features { remote_write, broadcast, total_order, loopback, remote_read };
+            let want = Features {
+                remote_write,
+                broadcast,
+                total_order,
+                loopback,
+                remote_read,
+            };
             assert_eq!(by_name(name).unwrap().features, want, "{name}");
         }
     }
@@ -481,15 +501,37 @@ mod tests {
         for p in all() {
             let f = p.features;
             if !f.remote_write {
-                assert_eq!(p.address_space_bytes, u64::MAX, "{}: no remote write, so no address space limit", p.name);
-                assert_eq!(f, Features::NONE, "{}: hardware features without remote write", p.name);
+                assert_eq!(
+                    p.address_space_bytes,
+                    u64::MAX,
+                    "{}: no remote write, so no address space limit",
+                    p.name
+                );
+                assert_eq!(
+                    f,
+                    Features::NONE,
+                    "{}: hardware features without remote write",
+                    p.name
+                );
             }
             if !f.broadcast {
-                assert_eq!(p.broadcast_extra_ns, 0, "{}: emulated broadcast is not charged here", p.name);
-                assert!(!f.total_order, "{}: total order is an order of broadcasts", p.name);
+                assert_eq!(
+                    p.broadcast_extra_ns, 0,
+                    "{}: emulated broadcast is not charged here",
+                    p.name
+                );
+                assert!(
+                    !f.total_order,
+                    "{}: total order is an order of broadcasts",
+                    p.name
+                );
             }
             if f.loopback {
-                assert!(f.remote_write, "{}: loopback reflects a remote write", p.name);
+                assert!(
+                    f.remote_write,
+                    "{}: loopback reflects a remote write",
+                    p.name
+                );
             }
         }
     }
@@ -498,7 +540,10 @@ mod tests {
     fn mc2_reproduces_the_cashmere_null_message_round_trip() {
         // Stets et al., HPCA 2000, section 3.1: a null message round trip takes 15 us.
         let p = by_name("mc2").unwrap();
-        assert_eq!(2 * (p.latency_ns + p.send_overhead_ns + p.recv_overhead_ns), 15_000);
+        assert_eq!(
+            2 * (p.latency_ns + p.send_overhead_ns + p.recv_overhead_ns),
+            15_000
+        );
     }
 
     #[test]
@@ -510,8 +555,17 @@ mod tests {
     #[test]
     fn missing_features_are_named() {
         let msgs = Features::NONE;
-        let dms = Features { remote_write: true, broadcast: true, total_order: true, loopback: true, remote_read: false };
-        assert_eq!(msgs.missing(&dms), vec!["remote write", "broadcast", "total order", "loopback"]);
+        let dms = Features {
+            remote_write: true,
+            broadcast: true,
+            total_order: true,
+            loopback: true,
+            remote_read: false,
+        };
+        assert_eq!(
+            msgs.missing(&dms),
+            vec!["remote write", "broadcast", "total order", "loopback"]
+        );
         assert!(dms.missing(&dms).is_empty());
         let tnet = by_name("tnet").unwrap().features;
         assert_eq!(tnet.missing(&dms), vec!["total order", "loopback"]);
