@@ -457,8 +457,9 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
 }
 
 /// Waits until every node of the cluster has reached this point (each has attached its
-/// receive regions). Fails if the cluster aborts meanwhile.
-pub(crate) fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
+/// receive regions). Call it at most once per run, after attaching and before
+/// transmitting. Fails if the cluster aborts meanwhile.
+pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
     fabric
         .status(node)
         .state
