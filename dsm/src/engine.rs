@@ -602,14 +602,19 @@ impl Node {
 
     /// Waits until `ready()` holds, serving this node's messages while it spins.
     pub fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), MsgError> {
-        for i in 0..20_000u32 {
+        for i in 0..4_000u32 {
             if ready() {
                 return Ok(());
             }
             if i % 64 == 0 {
                 self.net.poll(|m| self.handle(m));
             }
-            std::hint::spin_loop();
+            // Spin, then yield between checks (see Messenger::wait_reply).
+            if i < 400 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
         self.net.wait_until(0, ready)
     }
