@@ -34,6 +34,10 @@ impl Rng {
 /// A network-level barrier for tests: every node broadcasts its arrival count into a
 /// region every node receives, then waits to see everyone's.
 fn net_barrier(net: &Net, region: Region, round: u64) {
+    if round == 1 {
+        // Nobody may transmit before everyone has attached its receive regions.
+        dsm::launch::startup_barrier(net.fabric(), net.node()).unwrap();
+    }
     net.tx(region).write_u64(net.node() as u64 * 8, round);
     let rx = net.rx(region);
     let start = Instant::now();
@@ -456,4 +460,66 @@ fn bad_configuration_is_refused() {
         .unwrap_err()
         .to_string()
         .contains("valid profiles"));
+}
+
+/// An acknowledge request returns only when everything sent before it has landed: after
+/// `ack`, a one-way message tells the receiver to look, and every earlier remote write must
+/// already be in its memory (the message is not ordered with the writes by anything else:
+/// they travel on different paths).
+fn acknowledge(mode: ExecMode) {
+    const LOOK: u16 = 9;
+    let r = launch(&spec(2, mode), |ctx| {
+        let net = Net::new(ctx.fabric, ctx.node);
+        let data = net
+            .alloc_region(4 * dsm::net::MC_PAGE_BYTES, Backing::Pool, "data")
+            .unwrap();
+        if ctx.node == 1 {
+            net.attach_rx(&data, 0, data.len, false);
+        }
+        let bar = barrier_region(&net);
+        net_barrier(&net, bar, 1);
+        if ctx.node == 0 {
+            for round in 1..=50u64 {
+                for w in 0..(data.len / 8) {
+                    net.tx(data).write_u64(w * 8, round * 1_000_000 + w);
+                }
+                net.ack();
+                net.send(1, LOOK, 0, 0, &round.to_ne_bytes()).unwrap();
+            }
+            return Ok(serde_json::to_vec(&net.fabric().counters(0).acks).unwrap());
+        }
+        let mut seen = 0u64;
+        while seen < 50 {
+            let n = net.poll(|m| {
+                let round = u64::from_ne_bytes(m.payload.try_into().unwrap());
+                // The sender may be rounds ahead by now: values only grow, so each word must
+                // hold this round's value or a later one.
+                for w in 0..(data.len / 8) {
+                    let got = net.rx(data).load_u64(w * 8);
+                    assert!(
+                        got >= round * 1_000_000 + w,
+                        "word {w} of round {round} missing after the ack: {got}"
+                    );
+                }
+                seen = round;
+            });
+            if n == 0 {
+                net.wait_for_messages(1000, Duration::from_millis(20));
+            }
+        }
+        Ok(serde_json::to_vec(&0u64).unwrap())
+    })
+    .unwrap();
+    let acks: u64 = serde_json::from_slice(&r[0]).unwrap();
+    assert_eq!(acks, 50, "every acknowledge request is counted");
+}
+
+#[test]
+fn acknowledge_requests_with_threads() {
+    acknowledge(ExecMode::Threads);
+}
+
+#[test]
+fn acknowledge_requests_with_processes() {
+    acknowledge(ExecMode::Processes);
 }
