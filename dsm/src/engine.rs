@@ -470,10 +470,8 @@ impl Node {
                     .data
                     .expect("remote-write data needs the data region");
                 let tx: Tx<'_> = self.net.tx(data);
-                let base = p as u64 * self.page_bytes as u64;
-                for (off, bytes) in diff::runs(&d[4..]) {
-                    tx.write(base + off as u64, bytes);
-                }
+                let runs: Vec<(usize, &[u8])> = diff::runs(&d[4..]).collect();
+                tx.write_runs(p as u64 * self.page_bytes as u64, &runs);
                 // No acknowledgement: total order delivers the diff before anything this
                 // node transmits later (the write notices, the lock release).
                 self.dir.sharers(self, p)

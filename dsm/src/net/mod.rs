@@ -728,7 +728,7 @@ impl Net {
 
     /// Copies `data` to every receiver of the pages it covers (see the module doc for the
     /// locks that give rules 1 and 2).
-    fn transmit(&self, region: &Region, at: u64, data: &[u8], last_word_release: Option<u64>) {
+    fn transmit(&self, region: &Region, at: u64, data: &[u8]) {
         assert!(
             at + data.len() as u64 <= region.len,
             "transmit outside the region: {at} + {} > {}",
@@ -736,59 +736,77 @@ impl Net {
             region.len
         );
         let mut done = 0usize;
-        while done < data.len() || (data.is_empty() && done == 0) {
+        loop {
             let off = region.offset + at + done as u64;
             let page_end = (off / MC_PAGE_BYTES + 1) * MC_PAGE_BYTES;
             let chunk = ((page_end - off) as usize).min(data.len() - done);
-            let entry = self
-                .fabric
-                .mask(off / MC_PAGE_BYTES)
-                .load(Ordering::Acquire);
-            let mut receivers = entry & 0xFFFF_FFFF;
-            if entry & LOOPBACK_BIT == 0 {
-                receivers &= !(1u64 << self.node);
-            }
-            let count = receivers.count_ones() as u64;
-            if count > 0 {
-                let bytes = &data[done..done + chunk];
-                let tag = bytes
-                    .get(..8)
-                    .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
-                let deliver = |r: usize| {
-                    let dst = region.backing_ptr(&self.fabric, r, at + done as u64);
-                    // SAFETY: dst points into receiver r's backing for this range, inside the
-                    // wire mapping; the source is a distinct local buffer.
-                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, chunk) };
-                    if self.fabric.layout.trace_entries > 0 {
-                        self.fabric.trace_arrival(r, tag);
-                        // Tracing also perturbs the schedule between receivers, so that a
-                        // missing lock shows up as a reordering in the ordering tests.
-                        std::thread::yield_now();
-                    }
-                };
-                if count > 1 {
-                    let _hub = self.fabric.lock(self.fabric.hub_lock());
-                    let guards: Vec<_> = bits(receivers)
-                        .map(|r| self.fabric.lock(self.fabric.link_lock(r)))
-                        .collect();
-                    bits(receivers).for_each(deliver);
-                    drop(guards);
-                    self.fabric.count(self.node, 2, 1);
-                } else {
-                    let r = receivers.trailing_zeros() as usize;
-                    let _link = self.fabric.lock(self.fabric.link_lock(r));
-                    deliver(r);
-                }
-                self.fabric
-                    .count(self.node, 0, self.fabric.packets_for(chunk as u64));
-                self.fabric.count(self.node, 1, chunk as u64 * count);
-            }
+            self.transmit_in_page(region, &[(at + done as u64, &data[done..done + chunk])]);
             done += chunk;
-            if data.is_empty() {
+            if done >= data.len() {
                 break;
             }
         }
-        let _ = last_word_release;
+    }
+
+    /// Transmits `pieces` (region offset, bytes), in order, all inside one receive page:
+    /// the receivers are looked up and the locks taken once for the whole group, which is
+    /// one packet stream on the wire.
+    fn transmit_in_page(&self, region: &Region, pieces: &[(u64, &[u8])]) {
+        let Some(&(first, _)) = pieces.first() else {
+            return;
+        };
+        let page = (region.offset + first) / MC_PAGE_BYTES;
+        debug_assert!(pieces.iter().all(|(at, b)| {
+            let start = region.offset + at;
+            start / MC_PAGE_BYTES == page
+                && (b.is_empty() || (start + b.len() as u64 - 1) / MC_PAGE_BYTES == page)
+        }));
+        let entry = self.fabric.mask(page).load(Ordering::Acquire);
+        let mut receivers = entry & 0xFFFF_FFFF;
+        if entry & LOOPBACK_BIT == 0 {
+            receivers &= !(1u64 << self.node);
+        }
+        let count = receivers.count_ones() as u64;
+        if count == 0 {
+            return;
+        }
+        let deliver = |r: usize| {
+            for &(at, bytes) in pieces {
+                let dst = region.backing_ptr(&self.fabric, r, at);
+                // SAFETY: dst points into receiver r's backing for this range, inside the
+                // wire mapping; the source is a distinct local buffer.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+                if self.fabric.layout.trace_entries > 0 {
+                    let tag = bytes
+                        .get(..8)
+                        .map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+                    self.fabric.trace_arrival(r, tag);
+                    // Tracing also perturbs the schedule between receivers, so that a
+                    // missing lock shows up as a reordering in the ordering tests.
+                    std::thread::yield_now();
+                }
+            }
+        };
+        if count > 1 {
+            let _hub = self.fabric.lock(self.fabric.hub_lock());
+            let guards: Vec<_> = bits(receivers)
+                .map(|r| self.fabric.lock(self.fabric.link_lock(r)))
+                .collect();
+            bits(receivers).for_each(deliver);
+            drop(guards);
+            self.fabric.count(self.node, 2, 1);
+        } else {
+            let r = receivers.trailing_zeros() as usize;
+            let _link = self.fabric.lock(self.fabric.link_lock(r));
+            deliver(r);
+        }
+        let bytes: u64 = pieces.iter().map(|(_, b)| b.len() as u64).sum();
+        let packets: u64 = pieces
+            .iter()
+            .map(|(_, b)| self.fabric.packets_for(b.len() as u64))
+            .sum();
+        self.fabric.count(self.node, 0, packets);
+        self.fabric.count(self.node, 1, bytes * count);
     }
 
     /// Sends a one-way message to `to` (back-pressure: waits while the ring is full).
@@ -925,7 +943,38 @@ pub struct Tx<'a> {
 impl Tx<'_> {
     /// Stores `data` at `at` in every receive mapping of the region.
     pub fn write(&self, at: u64, data: &[u8]) {
-        self.net.transmit(&self.region, at, data, None);
+        self.net.transmit(&self.region, at, data);
+    }
+
+    /// Stores several runs `(offset from base, bytes)` in order, as [`Tx::write`] would one
+    /// after another, but runs that share a receive page go out as one group (one lookup
+    /// and one lock hold): the path remote-written diffs take.
+    pub fn write_runs(&self, base: u64, runs: &[(usize, &[u8])]) {
+        let mut group: Vec<(u64, &[u8])> = Vec::with_capacity(runs.len());
+        let mut group_page = u64::MAX;
+        for &(off, bytes) in runs {
+            let at = base + off as u64;
+            assert!(
+                at + bytes.len() as u64 <= self.region.len,
+                "transmit outside the region"
+            );
+            let start = self.region.offset + at;
+            let last = start + bytes.len().max(1) as u64 - 1;
+            if start / MC_PAGE_BYTES != last / MC_PAGE_BYTES {
+                self.net.transmit_in_page(&self.region, &group);
+                group.clear();
+                group_page = u64::MAX;
+                self.net.transmit(&self.region, at, bytes);
+                continue;
+            }
+            if start / MC_PAGE_BYTES != group_page {
+                self.net.transmit_in_page(&self.region, &group);
+                group.clear();
+                group_page = start / MC_PAGE_BYTES;
+            }
+            group.push((at, bytes));
+        }
+        self.net.transmit_in_page(&self.region, &group);
     }
 
     /// Stores one 8-byte word. Readers that observe it with Acquire also observe every
@@ -933,16 +982,14 @@ impl Tx<'_> {
     pub fn write_u64(&self, at: u64, value: u64) {
         assert!(at % 8 == 0, "unaligned word transmit");
         std::sync::atomic::fence(Ordering::Release);
-        self.net
-            .transmit(&self.region, at, &value.to_ne_bytes(), Some(value));
+        self.net.transmit(&self.region, at, &value.to_ne_bytes());
     }
 
     /// Stores one 4-byte word.
     pub fn write_u32(&self, at: u64, value: u32) {
         assert!(at % 4 == 0, "unaligned word transmit");
         std::sync::atomic::fence(Ordering::Release);
-        self.net
-            .transmit(&self.region, at, &value.to_ne_bytes(), None);
+        self.net.transmit(&self.region, at, &value.to_ne_bytes());
     }
 
     pub fn region(&self) -> Region {
