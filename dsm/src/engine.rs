@@ -209,10 +209,10 @@ impl Node {
     #[allow(clippy::mut_from_ref)] // exclusive by the page lock the caller holds
     fn alias_page(&self, p: u32) -> &mut [u8] {
         assert!((p as usize) < self.npages);
-        // SAFETY: the alias maps this node's whole heap (heap_used <= heap size) for the
-        // life of the node; the caller holds page p's lock, so no other runtime thread
-        // touches these bytes; application threads access them only through the app view,
-        // which is data-race-free by the programming model.
+        // The alias maps this node's whole heap for the life of the node; the caller holds
+        // page p's lock, so no other runtime thread touches these bytes; application
+        // threads reach them only through the app view, data-race-free by the model.
+        // SAFETY: as just said.
         unsafe {
             std::slice::from_raw_parts_mut(
                 (self.alias + p as usize * self.page_bytes) as *mut u8,

@@ -200,9 +200,10 @@ fn peel_evaluation(p: &Proc, problem: &Problem, ctx: &Ctx, scratch: &mut Scratch
                 peel::family_kernel(&tables, &job, arrays, 0..job.n_outer, scratch, row);
             }
             if master {
-                // SAFETY: the others wrote their rows before the barrier above (or the
-                // master peeled alone) and wait at the next one; the master alone writes
-                // the connector's array, which nobody reads until that barrier.
+                // The others wrote their rows before the barrier above (or the master
+                // peeled alone) and wait at the next one; the master alone writes the
+                // connector's array, which nobody reads until that barrier.
+                // SAFETY: as just said.
                 let (arrays, rows) =
                     unsafe { (ctx.genarrays.as_mut_slice(), ctx.contrib.as_slice()) };
                 let t = job.target(peds) as usize;

@@ -17,13 +17,14 @@ struct DsmMatrix<'a> {
 
 impl MatrixMemory for DsmMatrix<'_> {
     fn view(&mut self) -> &mut [f64] {
-        // SAFETY: data-race freedom. A processor writes only the blocks it owns
-        // (`Owners::owner`, one writer per block for the whole run), and reads a block
-        // owned by another processor only in a phase that follows, across a barrier, the
-        // phase that last wrote it (the schedule of `factor_parallel`, which
-        // tests/schedule.rs checks on a model of release consistency). The view is
-        // dropped before the next barrier (its borrow of `self` ends before
-        // `barrier(&mut self)`), so no value read through it is kept across one.
+        // Data-race freedom: a processor writes only the blocks it owns (`Owners::owner`,
+        // one writer per block for the whole run), and reads a block owned by another
+        // processor only in a phase that follows, across a barrier, the phase that last
+        // wrote it (the schedule of `factor_parallel`, which tests/schedule.rs checks on a
+        // model of release consistency). The view is dropped before the next barrier (its
+        // borrow of `self` ends before `barrier(&mut self)`), so no value read through it
+        // is kept across one.
+        // SAFETY: as just said.
         unsafe { self.a.as_mut_slice() }
     }
 

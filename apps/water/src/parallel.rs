@@ -174,10 +174,10 @@ pub fn water_nsq(
                 locks: &mol_locks,
                 p,
             };
-            // SAFETY: for every use of `v`: in each phase a processor writes only its own
-            // molecules `mine` and reads other molecules only in phases where nobody
-            // writes them (barriers separate the phases); the view is used within the
-            // phase it is taken in.
+            // For every use of `v`: in each phase a processor writes only its own molecules
+            // `mine` and reads other molecules only in phases where nobody writes them
+            // (barriers separate the phases); the view is used within its phase.
+            // SAFETY: as just said.
             let v = || unsafe { var.as_mut_slice() };
 
             let mut interf = |dest: usize| {
@@ -275,10 +275,10 @@ pub fn water_sp(
                 locks: &cell_locks,
                 p,
             };
-            // SAFETY: for every use of `v`, `h` and `n`: outside BNDRY (which goes through
-            // `lists`) the cell lists are only read, and each processor writes only the
-            // molecules of its own cells, reading other molecules only in phases where
-            // nobody writes them; each view is used within the phase it is taken in.
+            // For every use of `v`, `h` and `n`: outside BNDRY (which goes through `lists`)
+            // the cell lists are only read, and each processor writes only the molecules
+            // of its own cells, reading others only in phases where nobody writes them.
+            // SAFETY: as just said; each view is used within the phase it is taken in.
             let v = || unsafe { var.as_mut_slice() };
             // SAFETY: see above.
             let h = || unsafe { head.as_slice() };
