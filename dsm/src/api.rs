@@ -590,6 +590,14 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
     }
 }
 
+fn is_abort_panic(p: &(dyn std::any::Any + Send)) -> bool {
+    let msg = p
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| p.downcast_ref::<&str>().copied());
+    msg.is_some_and(|m| m.contains(crate::ABORT_MESSAGE))
+}
+
 fn run_node<S, B, R>(
     cfg: &Config,
     ctx: NodeCtx,
@@ -763,7 +771,18 @@ where
                             node: Arc::clone(&node),
                         };
                         Clock::start();
-                        let r = body(&p);
+                        // A processor that panics stops the whole cluster at once: the
+                        // others may be waiting for it (a lock it holds, a barrier), and
+                        // this node cannot report until they finish.
+                        let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            body(&p)
+                        })) {
+                            Ok(r) => r,
+                            Err(payload) => {
+                                p.node.net.fabric().abort();
+                                std::panic::resume_unwind(payload);
+                            }
+                        };
                         // The engine's final barrier: no node stops serving while others
                         // may still need its pages.
                         p.node.sync.barrier(&p.node, nbarriers - 1);
@@ -783,11 +802,18 @@ where
             })
             .collect();
         let mut out = Vec::new();
-        let mut panic = None;
+        let mut panic: Option<Box<dyn std::any::Any + Send>> = None;
         for h in handles {
             match h.join() {
                 Ok(r) => out.push(r),
-                Err(p) => panic = Some(p),
+                // Report the processor that failed first, not one the abort stopped.
+                Err(p) => {
+                    if panic.as_ref().is_none_or(|first| {
+                        is_abort_panic(first.as_ref()) && !is_abort_panic(p.as_ref())
+                    }) {
+                        panic = Some(p);
+                    }
+                }
             }
         }
         node.stop_service();

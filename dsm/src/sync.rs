@@ -49,7 +49,9 @@ struct LocalLock {
 }
 
 impl LocalLock {
-    fn lock(&self) {
+    /// Takes the lock; panics with the abort message if the cluster fails meanwhile (its
+    /// holder may be a processor that died holding it).
+    fn lock(&self, aborted: impl Fn() -> bool) {
         for _ in 0..100 {
             if self
                 .word
@@ -61,6 +63,9 @@ impl LocalLock {
             std::hint::spin_loop();
         }
         while self.word.swap(2, Ordering::Acquire) != 0 {
+            if aborted() {
+                panic!("{}", crate::ABORT_MESSAGE);
+            }
             sys::futex_wait(&self.word, 2, Some(Duration::from_millis(50)));
         }
     }
@@ -165,7 +170,7 @@ impl SyncState {
         let _entry = Clock::enter();
         Clock::wait(|| match self.strategy {
             SyncStrategy::Network => {
-                self.local_locks[lock].lock();
+                self.local_locks[lock].lock(|| node.net.fabric().aborted());
                 self.mc_lock(node, lock);
             }
             SyncStrategy::Messages => {

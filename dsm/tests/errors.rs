@@ -144,3 +144,44 @@ fn impossible_configurations_are_refused() {
         "{e}"
     );
 }
+
+/// A processor that panics while holding a lock: the others, blocked on that lock (on its
+/// own node or elsewhere), are stopped and the error names the node and the panic.
+#[test]
+fn a_processor_dying_with_a_lock_held_stops_the_run() {
+    for (proto, mode) in [
+        (CSM_DMS, ExecMode::Threads),
+        (CSM_NONE, ExecMode::Threads),
+        (CSM_DMS, ExecMode::Processes),
+        (CSM_NONE, ExecMode::Processes),
+    ] {
+        let mut c = Config::new(2, 2, proto);
+        c.heap_bytes = 16 << 20;
+        c.mode = mode;
+        let r = Cluster::new(c).run(|s| {
+            let l = s.lock();
+            let bar = s.barrier();
+            move |p| {
+                if p.id() == 0 {
+                    l.acquire(p);
+                }
+                bar.wait(p);
+                if p.id() == 0 {
+                    panic!("processor 0 gives up holding the lock");
+                }
+                l.acquire(p); // never granted
+                l.release(p);
+            }
+        });
+        let e = match r {
+            Err(DsmError::Launch(e)) if e.is_other_run() => continue,
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a run whose processor panicked must fail"),
+        };
+        assert_eq!(
+            e, "node 0 failed: panicked: processor 0 gives up holding the lock",
+            "{} {mode}",
+            proto.name
+        );
+    }
+}
