@@ -672,7 +672,7 @@ where
     let build = || -> Result<(Directory, SyncState, Regions), DsmError> {
         let dir = match proto.metadata {
             MetadataStrategy::Replicated => Directory::replicated(&net, npages)?,
-            MetadataStrategy::HomeHeld => Directory::home_held(cfg.nodes, npages),
+            MetadataStrategy::HomeHeld => Directory::home_held(npages),
         };
         // One extra barrier: the engine's own, at the end of the run.
         let sync = SyncState::new(

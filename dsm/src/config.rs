@@ -190,6 +190,14 @@ pub enum DsmError {
     Result(String),
 }
 
+impl DsmError {
+    /// True in a node process for a run before the one it serves (see
+    /// [`crate::launch::LaunchError::OtherRun`]): the caller skips that run.
+    pub fn is_other_run(&self) -> bool {
+        matches!(self, DsmError::Launch(e) if e.is_other_run())
+    }
+}
+
 impl Config {
     /// A configuration with the given shape and protocol and sensible defaults: Memory
     /// Channel 2, 8 KiB pages, mprotect faults, threads, 256 MiB heap. `DSM_*`

@@ -108,8 +108,7 @@ impl Directory {
         }))
     }
 
-    pub fn home_held(nodes: usize, npages: usize) -> Directory {
-        let _ = nodes;
+    pub fn home_held(npages: usize) -> Directory {
         Directory::HomeHeld(HomeHeld {
             sharers: (0..npages).map(|_| AtomicU64::new(0)).collect(),
             homes: Mutex::new(vec![crate::engine::NO_HOME; npages]),

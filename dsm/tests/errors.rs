@@ -2,7 +2,7 @@
 //! fit the network, unlocking a lock one does not hold, variants the network cannot
 //! support, impossible configurations.
 
-use dsm::{Cluster, Config, DsmError, ExecMode};
+use dsm::{Cluster, Config, ExecMode};
 use protocol_variants::{CSM_DMS, CSM_NONE, CSM_NONE_MG};
 
 fn config(p: dsm::Protocol) -> Config {
@@ -29,7 +29,7 @@ fn an_access_outside_every_allocation_names_the_address() {
         }
     });
     match r {
-        Err(DsmError::Launch(e)) if e.is_other_run() => {}
+        Err(e) if e.is_other_run() => {}
         Err(e) => {
             let msg = e.to_string();
             assert!(
@@ -174,7 +174,7 @@ fn a_processor_dying_with_a_lock_held_stops_the_run() {
             }
         });
         let e = match r {
-            Err(DsmError::Launch(e)) if e.is_other_run() => continue,
+            Err(e) if e.is_other_run() => continue,
             Err(e) => e.to_string(),
             Ok(_) => panic!("a run whose processor panicked must fail"),
         };

@@ -117,7 +117,7 @@ fn visibility_after_a_barrier() {
                 }
             });
             match r {
-                Err(dsm::DsmError::Launch(e)) if e.is_other_run() => continue,
+                Err(e) if e.is_other_run() => continue,
                 r => assert_eq!(r.unwrap().results, vec![1; 6], "{} {mode}", case.name),
             }
         }

@@ -130,7 +130,7 @@ fn run_program(
         }
     });
     match r {
-        Err(dsm::DsmError::Launch(e)) if e.is_other_run() => Ok(()),
+        Err(e) if e.is_other_run() => Ok(()),
         Err(e) => Err(e.to_string()),
         Ok(rep) => rep.results.into_iter().collect(),
     }

@@ -364,7 +364,7 @@ fn bench_proto(
     });
     // In a node process serving the 4-node barrier run, this run is skipped; go on to it.
     let report = match r {
-        Err(dsm::DsmError::Launch(e)) if e.is_other_run() => {
+        Err(e) if e.is_other_run() => {
             barrier_time(v, backend, mode, 4, iters)?;
             return Ok(());
         }
@@ -440,7 +440,7 @@ fn barrier_time(
         }
     });
     match r {
-        Err(dsm::DsmError::Launch(e)) if e.is_other_run() => Ok(None),
+        Err(e) if e.is_other_run() => Ok(None),
         r => Ok(Some(r?.results[0])),
     }
 }

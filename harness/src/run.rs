@@ -379,16 +379,10 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
             let config = cluster.config()?;
             match run_app(app, &params, &config, true) {
                 Err(e) => {
-                    if let Some(dsm::DsmError::Launch(l)) = e
-                        .downcast_ref::<app_common::AppError>()
-                        .and_then(|ae| match ae {
-                            app_common::AppError::Dsm(d) => Some(d),
-                            _ => None,
-                        })
+                    if e.downcast_ref::<app_common::AppError>()
+                        .is_some_and(|ae| ae.is_other_run())
                     {
-                        if l.is_other_run() {
-                            continue;
-                        }
+                        continue;
                     }
                     if !node {
                         println!("{:<10} {:<9} error: {e:#}", app.name(), proto.name);

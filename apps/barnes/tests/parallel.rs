@@ -3,8 +3,8 @@
 //! exact (the crate documentation, "Checking"), so the results must agree bit for bit.
 
 use app_barnes::{simulate, Config, BARNES};
-use app_common::{App, AppError, Params, Size};
-use dsm::{DsmError, ExecMode, Protocol};
+use app_common::{App, Params, Size};
+use dsm::ExecMode;
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
 fn params(overrides: &[(&str, &str)]) -> Params {
@@ -15,16 +15,7 @@ fn params(overrides: &[(&str, &str)]) -> Params {
     Params::resolve("barnes", BARNES.params(), Size::Test, &o).unwrap()
 }
 
-fn dsm_config(protocol: Protocol, nodes: usize, procs: usize, mode: ExecMode) -> dsm::Config {
-    let mut c = dsm::Config::new(nodes, procs, protocol);
-    c.heap_bytes = 64 << 20;
-    c.mode = mode;
-    c
-}
-
-fn is_other_run(e: &AppError) -> bool {
-    matches!(e, AppError::Dsm(DsmError::Launch(l)) if l.is_other_run())
-}
+use app_common::test_config as dsm_config;
 
 /// Runs sequential and parallel versions under both protocols in `mode` and checks them.
 fn matches_sequential(mode: ExecMode, overrides: &[(&str, &str)], nodes: usize, procs: usize) {
@@ -32,7 +23,7 @@ fn matches_sequential(mode: ExecMode, overrides: &[(&str, &str)], nodes: usize, 
     let seq = BARNES.sequential(&p).unwrap();
     for proto in [CSM_NONE, CSM_DMS] {
         let (par, report) = match BARNES.parallel(&p, &dsm_config(proto, nodes, procs, mode)) {
-            Err(e) if is_other_run(&e) => continue,
+            Err(e) if e.is_other_run() => continue,
             r => r.unwrap(),
         };
         assert_eq!(BARNES.check(&seq, &par), Ok(()), "{} {mode}", proto.name);

@@ -60,6 +60,27 @@ pub enum AppError {
     Dsm(#[from] dsm::DsmError),
 }
 
+impl AppError {
+    /// True in a node process for a cluster run before the one it serves: skip it.
+    pub fn is_other_run(&self) -> bool {
+        matches!(self, AppError::Dsm(e) if e.is_other_run())
+    }
+}
+
+/// The cluster configuration the application tests use: `nodes` x `procs` under
+/// `protocol` in `mode`, with a 64 MiB heap and the other defaults of [`dsm::Config::new`].
+pub fn test_config(
+    protocol: dsm::Protocol,
+    nodes: usize,
+    procs: usize,
+    mode: dsm::ExecMode,
+) -> dsm::Config {
+    let mut c = dsm::Config::new(nodes, procs, protocol);
+    c.heap_bytes = 64 << 20;
+    c.mode = mode;
+    c
+}
+
 /// The directory holding the shipped input data (TSP instances, the water deck,
 /// the LINKAGE example). `CASHMERE_DATA` overrides the built-in location.
 pub fn data_dir() -> PathBuf {

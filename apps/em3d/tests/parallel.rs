@@ -3,7 +3,7 @@
 
 use app_common::{App, Params, Size};
 use app_em3d::EM3D;
-use dsm::{Config, ExecMode};
+use dsm::ExecMode;
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
 /// Runs `params` sequentially and on each protocol with `nodes` x `procs` processors in
@@ -11,9 +11,7 @@ use protocol_variants::{CSM_DMS, CSM_NONE};
 fn agrees(params: &Params, nodes: usize, procs: usize) {
     let seq = EM3D.sequential(params).unwrap();
     for proto in [CSM_NONE, CSM_DMS] {
-        let mut c = Config::new(nodes, procs, proto);
-        c.heap_bytes = 64 << 20;
-        c.mode = ExecMode::Threads;
+        let c = app_common::test_config(proto, nodes, procs, ExecMode::Threads);
         let (par, report) = EM3D.parallel(params, &c).unwrap();
         if let Err(m) = EM3D.check(&seq, &par) {
             panic!("{} {nodes}x{procs}: {m}", proto.name);

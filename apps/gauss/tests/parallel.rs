@@ -3,7 +3,7 @@
 
 use app_common::{App, Params, Size};
 use app_gauss::GAUSS;
-use dsm::{Config, ExecMode};
+use dsm::ExecMode;
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
 /// Runs `params` sequentially and on each protocol with `nodes` x `procs` processors in
@@ -12,9 +12,7 @@ fn agrees(params: &Params, nodes: usize, procs: usize) {
     let seq = GAUSS.sequential(params).unwrap();
     let n: usize = params.get("n").unwrap();
     for proto in [CSM_NONE, CSM_DMS] {
-        let mut c = Config::new(nodes, procs, proto);
-        c.heap_bytes = 64 << 20;
-        c.mode = ExecMode::Threads;
+        let c = app_common::test_config(proto, nodes, procs, ExecMode::Threads);
         let (par, report) = GAUSS.parallel(params, &c).unwrap();
         if let Err(m) = GAUSS.check(&seq, &par) {
             panic!("{} {nodes}x{procs}: {m}", proto.name);

@@ -3,20 +3,15 @@
 //! and the other rows add exact zeros, so a study peeled only upwards must give the
 //! sequential estimate bit for bit; with peeling down the checker's tolerance applies.
 
-use app_common::{App, AppError, AppResult, Params, Size};
+use app_common::{App, AppResult, Params, Size};
 use app_ilink::parallel::run_parallel;
 use app_ilink::peel::MASTER_ALONE_WORK;
 use app_ilink::{estimate, Problem, ILINK};
-use dsm::{Config, DsmError, ExecMode, Protocol};
+use dsm::{ExecMode, Protocol};
 use protocol_variants::{CSM_DMS, CSM_NONE};
 use std::path::Path;
 
-fn config(protocol: Protocol, nodes: usize, procs: usize, mode: ExecMode) -> Config {
-    let mut c = Config::new(nodes, procs, protocol);
-    c.heap_bytes = 64 << 20;
-    c.mode = mode;
-    c
-}
+use app_common::test_config as config;
 
 const BOTH: [Protocol; 2] = [CSM_NONE, CSM_DMS];
 
@@ -49,7 +44,7 @@ fn agrees(
     let mut runs = 0;
     for &proto in protocols {
         let (par, report) = match run_parallel(problem, &config(proto, nodes, procs, mode)) {
-            Err(AppError::Dsm(DsmError::Launch(e))) if e.is_other_run() => continue,
+            Err(e) if e.is_other_run() => continue,
             r => r.unwrap(),
         };
         runs += 1;

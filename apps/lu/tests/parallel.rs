@@ -3,15 +3,10 @@
 
 use app_common::{App, AppResult, Params, Size};
 use app_lu::{parallel_layout, Owners, Variant, CLU, LU};
-use dsm::{Config, DsmError, ExecMode, Protocol};
+use dsm::{Config, ExecMode};
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
-fn config(protocol: Protocol, nodes: usize, procs: usize, mode: ExecMode) -> Config {
-    let mut c = Config::new(nodes, procs, protocol);
-    c.heap_bytes = 64 << 20;
-    c.mode = mode;
-    c
-}
+use app_common::test_config as config;
 
 fn params(app: &dyn App, overrides: &[(&str, &str)]) -> Params {
     let o: Vec<(String, String)> = overrides
@@ -29,7 +24,7 @@ fn parallel_matches_sequential(
     config: &Config,
 ) -> Option<(AppResult, dsm::Report<()>)> {
     let (par, report) = match app.parallel(params, config) {
-        Err(app_common::AppError::Dsm(DsmError::Launch(e))) if e.is_other_run() => return None,
+        Err(e) if e.is_other_run() => return None,
         r => r.unwrap_or_else(|e| panic!("{} under {}: {e}", app.name(), config.protocol.name)),
     };
     // The sequential run comes after the cluster run, so node processes (which stop at

@@ -1,24 +1,19 @@
 //! The parallel TSP on the DSM against the sequential version. The checker demands the
 //! same optimal length and a valid tour of that length, read again from the instance.
 
-use app_common::{App, AppError, Params, Size};
+use app_common::{App, Params, Size};
 use app_tsp::TSP;
-use dsm::{Config, DsmError, ExecMode, Protocol};
+use dsm::ExecMode;
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
-fn config(protocol: Protocol, nodes: usize, procs: usize, mode: ExecMode) -> Config {
-    let mut c = Config::new(nodes, procs, protocol);
-    c.heap_bytes = 64 << 20;
-    c.mode = mode;
-    c
-}
+use app_common::test_config as config;
 
 /// Runs `params` sequentially and on each protocol, and checks each parallel result.
 fn agrees(params: &Params, nodes: usize, procs: usize, mode: ExecMode) {
     let seq = TSP.sequential(params).unwrap();
     for proto in [CSM_NONE, CSM_DMS] {
         let (par, report) = match TSP.parallel(params, &config(proto, nodes, procs, mode)) {
-            Err(AppError::Dsm(DsmError::Launch(e))) if e.is_other_run() => continue,
+            Err(e) if e.is_other_run() => continue,
             r => r.unwrap(),
         };
         if let Err(m) = TSP.check(&seq, &par) {

@@ -7,15 +7,10 @@
 
 use app_common::{App, AppError, AppResult, Params, Size, Value};
 use app_water::{nsq, WATER_NSQ, WATER_SP};
-use dsm::{Config, DsmError, ExecMode, Protocol};
+use dsm::{Config, ExecMode};
 use protocol_variants::{CSM_DMS, CSM_NONE};
 
-fn config(protocol: Protocol, nodes: usize, procs: usize, mode: ExecMode) -> Config {
-    let mut c = Config::new(nodes, procs, protocol);
-    c.heap_bytes = 64 << 20;
-    c.mode = mode;
-    c
-}
+use app_common::test_config as config;
 
 fn params(app: &dyn App, overrides: &[(&str, &str)]) -> Params {
     let o: Vec<(String, String)> = overrides
@@ -28,7 +23,7 @@ fn params(app: &dyn App, overrides: &[(&str, &str)]) -> Params {
 /// Runs `app` in parallel; `None` in a node process serving a later run.
 fn run(app: &dyn App, params: &Params, config: &Config) -> Option<(AppResult, dsm::Report<()>)> {
     match app.parallel(params, config) {
-        Err(AppError::Dsm(DsmError::Launch(e))) if e.is_other_run() => None,
+        Err(e) if e.is_other_run() => None,
         r => Some(r.unwrap()),
     }
 }
