@@ -569,7 +569,7 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
             // the processor's next runtime call unwinds with the abort message.
             node.protector.set(
                 (offset / node.page_bytes) as u32,
-                crate::engine::Access::Write,
+                crate::page::Access::Write,
             );
             true
         }
@@ -671,7 +671,11 @@ where
     let proto = cfg.protocol;
     let build = || -> Result<(Directory, SyncState, Regions), DsmError> {
         let dir = match proto.metadata {
-            MetadataStrategy::Replicated => Directory::replicated(&net, npages)?,
+            MetadataStrategy::Replicated => Directory::replicated(
+                &net,
+                npages,
+                proto.home == crate::config::HomePolicy::Migrating,
+            )?,
             MetadataStrategy::HomeHeld => Directory::home_held(npages),
         };
         // One extra barrier: the engine's own, at the end of the run.
@@ -705,7 +709,17 @@ where
             }
             DataStrategy::Messages => None,
         };
-        Ok((dir, sync, Regions { data }))
+        let broadcast = if proto.adaptive_broadcast {
+            Some(crate::broadcast::Broadcast::new(
+                &net,
+                npages,
+                cfg.page_bytes,
+                npages.clamp(1, 256),
+            )?)
+        } else {
+            None
+        };
+        Ok((dir, sync, Regions { data, broadcast }))
     };
     let (dir, sync, regions) = build().map_err(|e| e.to_string())?;
     let nbarriers = sync.nbarriers;

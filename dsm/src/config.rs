@@ -91,11 +91,11 @@ impl Protocol {
 
     /// Parts of the protocol the engine does not implement yet.
     pub fn unsupported(&self) -> Option<&'static str> {
-        if self.home == HomePolicy::Migrating {
-            return Some("home migration is not implemented yet");
+        if self.home == HomePolicy::Migrating && self.data == DataStrategy::RemoteWrite {
+            return Some("home migration cannot be combined with remote-write data: moving a master copy would re-map network address space, which needs a global synchronization (section 2.3.5); use diff messages (CSM-MS-Mg or CSM-None-Mg)");
         }
-        if self.adaptive_broadcast {
-            return Some("adaptive data broadcast is not implemented yet");
+        if self.adaptive_broadcast && self.data != DataStrategy::RemoteWrite {
+            return Some("adaptive data broadcast writes pages into network address space and needs remote-write data (section 2.3.6)");
         }
         if self.data == DataStrategy::RemoteWrite && self.metadata != MetadataStrategy::Replicated {
             return Some("remote-write data needs the replicated directory");

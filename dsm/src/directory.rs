@@ -1,17 +1,24 @@
 //! The page directory and write notices, in the two metadata strategies of the paper's
-//! Table 1.
+//! Table 1. The engine calls these with the page's state (under its lock); the strategies
+//! know the network, never the engine.
 //!
-//! * Replicated (CSM-DMS, section 2.3.1, "Metadata"): every node holds the whole
-//!   directory in a region that every node receives; each node writes only its own word of
-//!   each entry (`SHARED | WRITING`) by broadcast, and the page's manager writes the home
-//!   word once. Write notices are remote-written into per-sender rings in the receiver's
-//!   memory; the receiver writes back how far it has read. A sender that would overrun a
-//!   ring bumps an overflow count instead, and the receiver then invalidates everything
-//!   it caches (correct, merely slow).
-//! * Home-held (CSM-None, section 2.3.4): the home keeps each page's sharing set; a fetch
-//!   joins it, a diff's acknowledgement carries it back, an invalidation leaves it by an
-//!   explicit message; homes are assigned by the page's manager and cached; write notices
-//!   are explicit messages, acknowledged before the release completes.
+//! * Replicated (CSM-DMS, -MS, -MS-Mg, -ADB; section 2.3.1, "Metadata"): every node holds
+//!   the whole directory in a region that every node receives. An entry is a home word
+//!   plus one word per node (`SHARED | WRITING`); each node writes only its own word, by
+//!   broadcast. The home word is written by the page's manager at first touch and, under
+//!   home migration, by the home that gives the page away (before it answers the new
+//!   home), so it has one writer at a time. `WRITING` is kept only by the home, and only
+//!   under home migration, which is its one reader (2.3.5). Write notices are
+//!   remote-written into per-sender rings in the receiver's memory; the receiver writes
+//!   back how far it has read. A sender that would overrun a ring bumps an overflow count
+//!   instead (counted in the report), and the receiver then invalidates everything it
+//!   caches (correct, merely slow). Rings are sized from the heap's page count so that
+//!   this does not happen in practice.
+//! * Home-held (CSM-S, -None, -None-Mg; sections 2.3.3 and 2.3.4): the home keeps each
+//!   page's sharing set in the page's state (a fetch joins it, a diff acknowledgement
+//!   carries it back, an invalidation leaves it by an explicit message); homes are
+//!   assigned by the page's manager; write notices are explicit messages, acknowledged
+//!   before the release completes.
 //!
 //! # Memory ordering
 //!
@@ -19,20 +26,22 @@
 //! the home for the page, so a release that reads the directory after its diff landed
 //! either sees the joiner or happened before the joiner's fetch was served. A notice ring's
 //! entries are transmitted before its write index, so a receiver that sees the index sees
-//! the entries.
+//! the entries. A migrating home's broadcast of the new home word lands everywhere before
+//! its grant reaches the new home, so every node that reads the word after that asks the
+//! new home (which defers requests until it has taken over).
 
-use crate::engine::{kind, my_slot, Node};
 use crate::net::{Backing, Net, NetError, Region};
-use crate::stats::Clock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::page::{PageState, NO_HOME};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 const SHARED: u32 = 1;
 const WRITING: u32 = 2;
-/// Bytes of one notice ring (one per ordered pair of nodes).
-const NOTICE_RING_BYTES: u64 = 8192;
 const NOTICE_HEADER: u64 = 16;
-const NOTICE_CAPACITY: u64 = (NOTICE_RING_BYTES - NOTICE_HEADER) / 4;
+/// Smallest notice ring (one per ordered pair of nodes).
+const MIN_NOTICE_RING_BYTES: u64 = 8192;
+/// Cap on all notice rings together, in network address space.
+const NOTICE_SPACE_BYTES: u64 = 16 << 20;
 
 pub(crate) enum Directory {
     Replicated(Replicated),
@@ -43,8 +52,11 @@ pub(crate) struct Replicated {
     dir: Region,
     stride: u64,
     notices: Region,
+    ring_bytes: u64,
     consumed: Region,
     nodes: usize,
+    /// Keep the home's `WRITING` bit (home migration reads it).
+    track_writing: bool,
     /// Serializes home assignment at this node when it is the manager.
     assign: Mutex<()>,
     /// Per destination: (next write index, overflow count).
@@ -54,10 +66,8 @@ pub(crate) struct Replicated {
 }
 
 pub(crate) struct HomeHeld {
-    /// At the home: the sharing set of each page it is home of.
-    sharers: Box<[AtomicU64]>,
-    /// At the manager: the home of each page it manages.
-    homes: Mutex<Vec<u8>>,
+    /// At the manager: the first-touch home of each page it manages.
+    homes: Mutex<Vec<u16>>,
     /// Write notices received and not yet acted on.
     inbox: Mutex<Vec<u32>>,
 }
@@ -66,9 +76,23 @@ fn part_bytes(nodes: usize, each: u64) -> u64 {
     (nodes as u64 * each).div_ceil(crate::net::MC_PAGE_BYTES) * crate::net::MC_PAGE_BYTES
 }
 
+/// Bytes of one notice ring for a heap of `npages` pages on `nodes` nodes: room for two
+/// notices per page (a sender notices a page at most once per release, and the receiver
+/// takes its notices at every acquire), within [`NOTICE_SPACE_BYTES`] for all rings.
+fn notice_ring_bytes(npages: usize, nodes: usize) -> u64 {
+    let want = NOTICE_HEADER + 8 * npages as u64;
+    let cap = NOTICE_SPACE_BYTES / (nodes * nodes) as u64;
+    let bytes = want.min(cap).max(MIN_NOTICE_RING_BYTES);
+    bytes.div_ceil(crate::net::MC_PAGE_BYTES) * crate::net::MC_PAGE_BYTES
+}
+
 impl Directory {
     /// Allocates the replicated directory's regions (same order on every node).
-    pub fn replicated(net: &Net, npages: usize) -> Result<Directory, NetError> {
+    pub fn replicated(
+        net: &Net,
+        npages: usize,
+        track_writing: bool,
+    ) -> Result<Directory, NetError> {
         let nodes = net.nodes();
         let stride = 4 * (1 + nodes as u64);
         let dir = net.alloc_region(
@@ -77,7 +101,8 @@ impl Directory {
             "the replicated page directory",
         )?;
         net.attach_rx(&dir, 0, dir.len, true);
-        let per_receiver = nodes as u64 * NOTICE_RING_BYTES;
+        let ring_bytes = notice_ring_bytes(npages, nodes);
+        let per_receiver = nodes as u64 * ring_bytes;
         let notices = net.alloc_region(
             nodes as u64 * per_receiver,
             Backing::Pool,
@@ -100,8 +125,10 @@ impl Directory {
             dir,
             stride,
             notices,
+            ring_bytes,
             consumed,
             nodes,
+            track_writing,
             assign: Mutex::new(()),
             send: Mutex::new(vec![(0, 0); nodes]),
             recv: Mutex::new(vec![(0, 0); nodes]),
@@ -110,17 +137,17 @@ impl Directory {
 
     pub fn home_held(npages: usize) -> Directory {
         Directory::HomeHeld(HomeHeld {
-            sharers: (0..npages).map(|_| AtomicU64::new(0)).collect(),
-            homes: Mutex::new(vec![crate::engine::NO_HOME; npages]),
+            homes: Mutex::new(vec![NO_HOME; npages]),
             inbox: Mutex::new(Vec::new()),
         })
     }
 
-    /// The home recorded in the replicated directory, if any.
-    pub fn replicated_home(&self, node: &Node, p: u32) -> Option<usize> {
+    /// The home recorded in the replicated directory, if any (always `None` when homes are
+    /// held by their pages' homes).
+    pub fn home_word(&self, net: &Net, p: u32) -> Option<usize> {
         match self {
             Directory::Replicated(r) => {
-                let h = node.net.rx(r.dir).load_u32(p as u64 * r.stride);
+                let h = net.rx(r.dir).load_u32(p as u64 * r.stride);
                 (h != 0).then(|| h as usize - 1)
             }
             Directory::HomeHeld(_) => None,
@@ -128,22 +155,22 @@ impl Directory {
     }
 
     /// At `p`'s manager: returns `p`'s home, making it `claimant` if it has none.
-    pub fn assign_home(&self, node: &Node, p: u32, claimant: usize) -> usize {
+    pub fn assign_home(&self, net: &Net, p: u32, claimant: usize) -> usize {
         match self {
             Directory::Replicated(r) => {
                 let _g = r.assign.lock().expect("poisoned");
                 let at = p as u64 * r.stride;
-                let h = node.net.rx(r.dir).load_u32(at);
+                let h = net.rx(r.dir).load_u32(at);
                 if h != 0 {
                     return h as usize - 1;
                 }
-                node.net.tx(r.dir).write_u32(at, claimant as u32 + 1);
+                net.tx(r.dir).write_u32(at, claimant as u32 + 1);
                 claimant
             }
             Directory::HomeHeld(h) => {
                 let mut homes = h.homes.lock().expect("poisoned");
-                if homes[p as usize] == crate::engine::NO_HOME {
-                    homes[p as usize] = claimant as u8;
+                if homes[p as usize] == NO_HOME {
+                    homes[p as usize] = claimant as u16;
                 }
                 homes[p as usize] as usize
             }
@@ -151,159 +178,168 @@ impl Directory {
     }
 
     /// Records a home read from a homes file (every node does the same).
-    pub fn preset_home(&self, node: &Node, p: u32, home: usize) {
+    pub fn preset_home(&self, net: &Net, p: u32, home: usize) {
         match self {
-            Directory::Replicated(r) => node
-                .net
+            Directory::Replicated(r) => net
                 .rx(r.dir)
                 .atomic_u32(p as u64 * r.stride)
                 .store(home as u32 + 1, Ordering::Release),
-            Directory::HomeHeld(h) => h.homes.lock().expect("poisoned")[p as usize] = home as u8,
+            Directory::HomeHeld(h) => h.homes.lock().expect("poisoned")[p as usize] = home as u16,
         }
     }
 
-    /// This node now shares `p` (and writes it, if `writing`).
-    pub fn join(&self, node: &Node, p: u32, writing: bool) {
-        match self {
-            Directory::Replicated(r) => {
-                let at = p as u64 * r.stride + 4 * (1 + node.id as u64);
-                let old = node.net.rx(r.dir).load_u32(at);
-                let new = old | SHARED | if writing { WRITING } else { 0 };
-                if new != old {
-                    node.net.tx(r.dir).write_u32(at, new);
-                }
-            }
-            Directory::HomeHeld(h) => {
-                // A fetch joins at the home; the home records itself.
-                if node.is_home(p) {
-                    h.sharers[p as usize].fetch_or(1 << node.id, Ordering::AcqRel);
-                }
-            }
+    /// The home that gave `p` away publishes its successor (replicated directory only;
+    /// under the home-held one the old home redirects instead).
+    pub fn publish_home(&self, net: &Net, p: u32, home: usize) {
+        if let Directory::Replicated(r) = self {
+            net.tx(r.dir)
+                .write_u32(p as u64 * r.stride, home as u32 + 1);
         }
     }
 
-    /// This node dropped its copy of `p`, whose home is `home`.
-    pub fn leave(&self, node: &Node, p: u32, home: usize) {
+    /// Node `me` now shares `p`. Under the home-held directory only the home records
+    /// sharers (a fetch joins there), so a non-home join changes nothing.
+    pub fn join(&self, net: &Net, me: usize, p: u32, st: &mut PageState) {
         match self {
             Directory::Replicated(r) => {
-                let at = p as u64 * r.stride + 4 * (1 + node.id as u64);
-                node.net.tx(r.dir).write_u32(at, 0);
+                let at = r.word(p, me);
+                let old = net.rx(r.dir).load_u32(at);
+                if old & SHARED == 0 {
+                    net.tx(r.dir).write_u32(at, old | SHARED);
+                }
             }
             Directory::HomeHeld(_) => {
-                // One-way: the ring is FIFO, so a later fetch from us arrives after it.
-                node.net
-                    .send(home, kind::DROP, my_slot(node), 0, &p.to_le_bytes())
-                    .unwrap_or_else(|e| panic!("{e}"));
+                if st.at_home(me) {
+                    st.sharers |= 1 << me;
+                }
             }
         }
     }
 
-    /// At the home, serving a fetch: `from` joins the sharing set.
-    pub fn home_join(&self, _node: &Node, p: u32, from: usize) {
-        if let Directory::HomeHeld(h) = self {
-            h.sharers[p as usize].fetch_or(1 << from, Ordering::AcqRel);
+    /// Replicated directory: node `me` dropped its copy of `p`. (Home-held: the engine
+    /// sends a drop message to the home.)
+    pub fn leave(&self, net: &Net, me: usize, p: u32) {
+        if let Directory::Replicated(r) = self {
+            net.tx(r.dir).write_u32(r.word(p, me), 0);
         }
     }
 
-    /// At the home: `from` dropped its copy.
-    pub fn home_leave(&self, _node: &Node, p: u32, from: usize) {
-        if let Directory::HomeHeld(h) = self {
-            h.sharers[p as usize].fetch_and(!(1u64 << from), Ordering::AcqRel);
+    /// The home `me` starts (or stops) writing `p`: sets its `WRITING` bit where home
+    /// migration reads it.
+    pub fn set_home_writing(&self, net: &Net, me: usize, p: u32, writing: bool) {
+        if let Directory::Replicated(r) = self {
+            if !r.track_writing {
+                return;
+            }
+            let at = r.word(p, me);
+            let old = net.rx(r.dir).load_u32(at);
+            let new = if writing {
+                old | WRITING
+            } else {
+                old & !WRITING
+            };
+            if new != old {
+                net.tx(r.dir).write_u32(at, new);
+            }
         }
     }
 
-    /// The nodes sharing `p`: from the replica, or (home-held) as known at the home.
-    pub fn sharers(&self, node: &Node, p: u32) -> u64 {
+    /// Replicated directory: whether `home`'s word says it is writing `p`. (Home-held: the
+    /// engine reads its cached entry.)
+    pub fn home_writing(&self, net: &Net, p: u32, home: usize) -> bool {
+        match self {
+            Directory::Replicated(r) => net.rx(r.dir).load_u32(r.word(p, home)) & WRITING != 0,
+            Directory::HomeHeld(_) => false,
+        }
+    }
+
+    /// The nodes sharing `p`: from the replica, or (home-held, at the home) from the page's
+    /// state.
+    pub fn sharers(&self, net: &Net, p: u32, st: &PageState) -> u64 {
         match self {
             Directory::Replicated(r) => {
-                let rx = node.net.rx(r.dir);
-                let base = p as u64 * r.stride;
+                let rx = net.rx(r.dir);
                 (0..r.nodes)
-                    .filter(|&n| rx.load_u32(base + 4 * (1 + n as u64)) & SHARED != 0)
+                    .filter(|&n| rx.load_u32(r.word(p, n)) & SHARED != 0)
                     .fold(0, |m, n| m | 1 << n)
             }
-            Directory::HomeHeld(h) => h.sharers[p as usize].load(Ordering::Acquire),
+            Directory::HomeHeld(_) => st.sharers,
         }
     }
 
-    /// Sends write notices for `pages` to node `to`; returns once they are delivered.
-    pub fn send_notices(&self, node: &Node, to: usize, pages: &[u32]) {
+    /// Replicated directory: remote-writes notices for `pages` from `me` into `to`'s ring.
+    /// Returns false if the ring overflowed (the receiver will then invalidate everything).
+    pub fn send_notices(&self, net: &Net, me: usize, to: usize, pages: &[u32]) -> bool {
         match self {
-            Directory::Replicated(r) => r.send_notices(node, to, pages),
-            Directory::HomeHeld(_) => {
-                let per_message = crate::net::MAX_MESSAGE_BYTES / 4;
-                let mut out = Vec::new();
-                for chunk in pages.chunks(per_message) {
-                    let bytes: Vec<u8> = chunk.iter().flat_map(|p| p.to_le_bytes()).collect();
-                    Clock::message(|| node.request(to, kind::NOTICE, &bytes, &mut out))
-                        .unwrap_or_else(|e| panic!("{e}"));
-                }
-            }
+            Directory::Replicated(r) => r.send_notices(net, me, to, pages),
+            Directory::HomeHeld(_) => unreachable!("home-held notices are messages"),
         }
     }
 
     /// Home-held: a notice message arrived.
-    pub fn receive_notices(&self, payload: &[u8]) {
+    pub fn receive_notices(&self, pages: impl Iterator<Item = u32>) {
         if let Directory::HomeHeld(h) = self {
-            let mut inbox = h.inbox.lock().expect("poisoned");
-            inbox.extend(
-                payload
-                    .chunks_exact(4)
-                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
-            );
+            h.inbox.lock().expect("poisoned").extend(pages);
         }
     }
 
     /// The pages noticed since the last call, or `true` if everything must go.
-    pub fn take_notices(&self, node: &Node) -> (Vec<u32>, bool) {
+    pub fn take_notices(&self, net: &Net, me: usize) -> (Vec<u32>, bool) {
         match self {
-            Directory::Replicated(r) => r.take_notices(node),
-            Directory::HomeHeld(h) => {
-                // Drain messages that already arrived but the service thread has not seen.
-                (
-                    std::mem::take(&mut *h.inbox.lock().expect("poisoned")),
-                    false,
-                )
-            }
+            Directory::Replicated(r) => r.take_notices(net, me),
+            Directory::HomeHeld(h) => (
+                std::mem::take(&mut *h.inbox.lock().expect("poisoned")),
+                false,
+            ),
         }
     }
 }
 
 impl Replicated {
-    fn ring(&self, receiver: usize, sender: usize) -> u64 {
-        (receiver * self.nodes + sender) as u64 * NOTICE_RING_BYTES
+    fn word(&self, p: u32, node: usize) -> u64 {
+        p as u64 * self.stride + 4 * (1 + node as u64)
     }
 
-    fn send_notices(&self, node: &Node, to: usize, pages: &[u32]) {
+    fn capacity(&self) -> u64 {
+        (self.ring_bytes - NOTICE_HEADER) / 4
+    }
+
+    fn ring(&self, receiver: usize, sender: usize) -> u64 {
+        (receiver * self.nodes + sender) as u64 * self.ring_bytes
+    }
+
+    fn send_notices(&self, net: &Net, me: usize, to: usize, pages: &[u32]) -> bool {
         let mut send = self.send.lock().expect("poisoned");
         let (widx, ovf) = &mut send[to];
         let part = part_bytes(self.nodes, 8);
-        let consumed = node
-            .net
+        let consumed = net
             .rx(self.consumed)
-            .load_u64(node.id as u64 * part + to as u64 * 8);
-        let ring = self.ring(to, node.id);
-        let tx = node.net.tx(self.notices);
-        if *widx + pages.len() as u64 - consumed > NOTICE_CAPACITY {
+            .load_u64(me as u64 * part + to as u64 * 8);
+        let ring = self.ring(to, me);
+        let tx = net.tx(self.notices);
+        let cap = self.capacity();
+        if *widx + pages.len() as u64 - consumed > cap {
             *ovf += 1;
             tx.write_u64(ring + 8, *ovf);
-            return;
+            return false;
         }
         for &p in pages {
-            tx.write_u32(ring + NOTICE_HEADER + (*widx % NOTICE_CAPACITY) * 4, p);
+            tx.write_u32(ring + NOTICE_HEADER + (*widx % cap) * 4, p);
             *widx += 1;
         }
         tx.write_u64(ring, *widx);
+        true
     }
 
-    fn take_notices(&self, node: &Node) -> (Vec<u32>, bool) {
+    fn take_notices(&self, net: &Net, me: usize) -> (Vec<u32>, bool) {
         let mut recv = self.recv.lock().expect("poisoned");
-        let rx = node.net.rx(self.notices);
+        let rx = net.rx(self.notices);
         let part = part_bytes(self.nodes, 8);
+        let cap = self.capacity();
         let mut pages = Vec::new();
         let mut all = false;
         for (s, (consumed, ovf_seen)) in recv.iter_mut().enumerate() {
-            let ring = self.ring(node.id, s);
+            let ring = self.ring(me, s);
             let w = rx.load_u64(ring);
             let ovf = rx.load_u64(ring + 8);
             if ovf != *ovf_seen {
@@ -314,12 +350,11 @@ impl Replicated {
                 continue;
             }
             for i in *consumed..w {
-                pages.push(rx.load_u32(ring + NOTICE_HEADER + (i % NOTICE_CAPACITY) * 4));
+                pages.push(rx.load_u32(ring + NOTICE_HEADER + (i % cap) * 4));
             }
             *consumed = w;
-            node.net
-                .tx(self.consumed)
-                .write_u64(s as u64 * part + node.id as u64 * 8, w);
+            net.tx(self.consumed)
+                .write_u64(s as u64 * part + me as u64 * 8, w);
         }
         (pages, all)
     }

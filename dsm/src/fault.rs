@@ -12,7 +12,7 @@
 //!   stays one mapping, so `vm.max_map_count` does not limit the heap.
 
 use crate::config::FaultBackend;
-use crate::engine::Access;
+use crate::page::Access;
 use crate::sys::{self, Mapping, Prot};
 use std::io;
 #[cfg(feature = "userfaultfd")]

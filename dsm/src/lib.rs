@@ -5,16 +5,20 @@
 //! processes).
 
 mod api;
+mod broadcast;
 mod config;
 pub mod diff;
 mod directory;
 mod engine;
 mod fault;
+mod ids;
 pub mod launch;
 pub mod net;
+mod page;
 pub mod stats;
 pub mod sync;
 pub mod sys;
+mod wire;
 
 pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,

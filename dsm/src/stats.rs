@@ -22,8 +22,22 @@ pub struct Counters {
     pub diff_bytes: u64,
     /// Write notices sent (one per page per destination node).
     pub write_notices: u64,
+    /// Homes that moved to this node (section 2.3.5).
     pub migrations: u64,
+    /// Requests this node made for a home to move to it, granted or refused.
     pub migration_attempts: u64,
+    /// Requests answered by a node that was no longer (or not yet) the page's home.
+    pub redirects: u64,
+    /// Messages kept for later because their page was busy at the receiver.
+    pub deferred_messages: u64,
+    /// Drop messages that reached a node which was no longer the page's home.
+    pub stale_drops: u64,
+    /// Write-notice rings that overflowed (the receiver then invalidated everything).
+    pub notice_overflows: u64,
+    /// Pages a home published to its broadcast buffer (CSM-ADB, section 2.3.6).
+    pub pages_broadcast: u64,
+    /// Fetches served from a broadcast buffer instead of the home.
+    pub broadcast_hits: u64,
     pub read_faults: u64,
     pub write_faults: u64,
     /// Pages flushed to their home before the node dropped them.
@@ -78,6 +92,12 @@ node_counters!(
     write_notices,
     migrations,
     migration_attempts,
+    redirects,
+    deferred_messages,
+    stale_drops,
+    notice_overflows,
+    pages_broadcast,
+    broadcast_hits,
     read_faults,
     write_faults,
     flushes_before_drop,

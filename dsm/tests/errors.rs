@@ -125,9 +125,15 @@ fn impossible_configurations_are_refused() {
         .unwrap_err()
         .to_string()
         .contains("page size 3000"));
-    let e = config(CSM_NONE_MG).validate().unwrap_err().to_string();
+    config(CSM_NONE_MG).validate().unwrap();
+    let dms_mg = dsm::Protocol {
+        name: "CSM-DMS-Mg",
+        home: dsm::HomePolicy::Migrating,
+        ..CSM_DMS
+    };
+    let e = config(dms_mg).validate().unwrap_err().to_string();
     assert!(
-        e.contains("CSM-None-Mg is not available: home migration is not implemented yet"),
+        e.contains("home migration cannot be combined with remote-write data"),
         "{e}"
     );
     let mut c = config(CSM_NONE);

@@ -1,0 +1,116 @@
+//! Data propagation: how a release's modifications reach the master copy (the paper's
+//! "data" column of Table 1).
+//!
+//! * Remote write (CSM-DMS, section 2.3.1 "Data"; CSM-ADB, 2.3.6): the master copies live
+//!   in network address space, received at each page's home. A diff is transmitted
+//!   straight into the home's copy, one transmit per group of runs in a receive page, and
+//!   the release completes without an acknowledgement: total order delivers the diff
+//!   before anything this node transmits later (the write notices, the lock release).
+//! * Diff messages (CSM-MS, -S, -None and the -Mg variants, sections 2.3.2-2.3.5): a diff
+//!   travels as explicit messages (several if it outgrows one) that the home applies and
+//!   acknowledges; the acknowledgement piggybacks the home's sharing set and whether the
+//!   home is writing the page (2.3.3). A home that has moved answers with its successor,
+//!   and the rest of the diff goes there: what the old home applied before it moved went
+//!   along with the master copy, so nothing is lost and nothing applied twice.
+
+use super::{Node, PageGuard};
+use crate::config::{DataStrategy, MetadataStrategy};
+use crate::diff;
+use crate::ids::PageId;
+use crate::stats::NodeCounters;
+use crate::wire::{kind, DiffWriter, Reply};
+use std::sync::atomic::Ordering;
+
+impl Node {
+    /// Remote-write data: attaches (or detaches) this node's receive mapping of page `p`'s
+    /// master copy. Nothing to do under diff messages.
+    pub(super) fn data_attach(&self, p: u32, attach: bool) {
+        if let Some(data) = self.regions.data {
+            let (at, len) = (p as u64 * self.page_bytes as u64, self.page_bytes as u64);
+            if attach {
+                self.net.attach_rx(&data, at, len, false);
+            } else {
+                self.net.detach_rx(&data, at, len);
+            }
+        }
+    }
+
+    /// Sends the diff of page `p` against `twin` to its home; returns the page's sharers
+    /// as the home (or the replicated directory) knows them. The caller holds the page
+    /// lock and has write-protected the page.
+    pub(super) fn send_diff(&self, p: u32, st: &mut PageGuard<'_>, twin: &[u8]) -> u64 {
+        let page = self.copy_page(p);
+        let mut d = Vec::with_capacity(64);
+        let changed = diff::encode(twin, &page, &mut d);
+        NodeCounters::bump(&self.counters.diffs);
+        self.counters
+            .diff_bytes
+            .fetch_add(changed as u64, Ordering::Relaxed);
+        match self.protocol.data {
+            DataStrategy::RemoteWrite => {
+                let data = self
+                    .regions
+                    .data
+                    .expect("remote-write data needs the data region");
+                let runs: Vec<(usize, &[u8])> = diff::runs(&d).collect();
+                self.net
+                    .tx(data)
+                    .write_runs(p as u64 * self.page_bytes as u64, &runs);
+                // Adaptive broadcast: the home never sees this diff arrive, so the
+                // releaser invalidates the page's broadcast copies (2.3.6).
+                self.broadcast_modified(p);
+                self.dir.sharers(&self.net, p, st)
+            }
+            DataStrategy::Messages => {
+                let mut writer = DiffWriter::new(PageId(p), diff::runs(&d));
+                let mut msg = Vec::with_capacity(d.len().min(crate::net::MAX_MESSAGE_BYTES));
+                let mut out = Vec::new();
+                let mut sharers = 0;
+                while writer.next_message(&mut msg) {
+                    loop {
+                        let home = st.home as usize;
+                        match self.call_encoded(home, kind::DIFF, &msg, &mut out) {
+                            Reply::DiffAck { meta } => {
+                                sharers = meta.sharers;
+                                st.home_writing = meta.home_writing;
+                                break;
+                            }
+                            Reply::Moved { home: to } => {
+                                NodeCounters::bump(&self.counters.redirects);
+                                assert_ne!(
+                                    to.index(),
+                                    home,
+                                    "node {home} redirected page {p} to itself"
+                                );
+                                self.pages.set_home(p, st, to.index());
+                            }
+                            r => panic!("node {}: unexpected reply to a diff: {r:?}", self.id),
+                        }
+                    }
+                }
+                match self.protocol.metadata {
+                    MetadataStrategy::HomeHeld => sharers,
+                    MetadataStrategy::Replicated => self.dir.sharers(&self.net, p, st),
+                }
+            }
+        }
+    }
+
+    /// Home-held metadata: write notices travel as explicit messages, acknowledged before
+    /// the release completes.
+    pub(super) fn send_notice_messages(&self, targets: &[(usize, &[u32])]) {
+        let per_message = (crate::net::MAX_MESSAGE_BYTES - 16) / 4;
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for &(to, pages) in targets {
+            for chunk in pages.chunks(per_message) {
+                let list =
+                    crate::wire::PageList::encode_from(chunk.iter().map(|&p| PageId(p)), &mut buf);
+                match self.call(to, &crate::wire::Msg::Notice { pages: list }, &mut out) {
+                    Reply::Ack => {}
+                    r => panic!("node {}: unexpected reply to write notices: {r:?}", self.id),
+                }
+            }
+        }
+    }
+}

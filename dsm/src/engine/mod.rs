@@ -1,0 +1,773 @@
+//! The coherence engine of one node (section 2.2 of the paper): page faults, twins, diffs,
+//! the dirty list, write notices, release and acquire, home migration (2.3.5), and the
+//! message handlers. The strategies of section 2.3 are chosen by [`Protocol`] and live in
+//! files of their own: data propagation in [`data`], metadata in `crate::directory`,
+//! synchronization in `crate::sync`, the home policy in [`home`], adaptive broadcast in
+//! `crate::broadcast`. Per-page state is in [`page`], the handlers in [`service`].
+//!
+//! # Page states at a node
+//!
+//! * At the page's home the application view maps the master copy itself: `Invalid`
+//!   until first touched, `Read`, or `Write`. A write at the home puts the page in the
+//!   dirty list without a twin (release sends write notices, no diff) unless the home is
+//!   the only sharer, in which case the page goes *exclusive*: writable with no dirty-list
+//!   entry until a second sharer fetches it, which downgrades it first.
+//! * Elsewhere: `Invalid`, `Read` (a clean copy), or `Write` (a twin exists and the page
+//!   is in the dirty list).
+//!
+//! # Rules (asserted where a check is cheap)
+//!
+//! * The runtime reads and writes page contents only through the alias (the wire view of
+//!   this node's heap), by raw-pointer copies: never a Rust reference over bytes that the
+//!   node's processors or remote writers may change at the same time.
+//! * A page is write-protected before it is diffed, so no write is lost between the diff
+//!   and the downgrade; a dirty page is flushed to its home before the node drops it.
+//! * A message handler never blocks: it takes a page lock only with `try_lock`, and a
+//!   message that finds its page busy (or a migration to this node in flight) is deferred
+//!   and retried, in order per page, when the lock is released. A handler never sends a
+//!   request (it replies, or sends one-way messages).
+//! * A processor waits on the network while holding a page lock only for requests about
+//!   that page to its (believed) home, and never while this node is the page's home; so
+//!   the home's own lock holders never wait on the network, and a deferred request at the
+//!   home is retried in bounded time.
+//! * The home of a page changes only under the page lock of the home that gives it away
+//!   (which must not be writing it) and of the node that takes it (which asked for it).
+
+mod adb;
+mod data;
+mod home;
+mod service;
+
+use crate::config::{MetadataStrategy, Protocol};
+use crate::directory::Directory;
+use crate::fault::Protector;
+use crate::ids::PageId;
+use crate::net::{MsgError, Net, Region};
+pub(crate) use crate::page::Access;
+use crate::page::{PageState, PageTable, NO_HOME};
+use crate::stats::{Clock, NodeCounters};
+use crate::sync::SyncState;
+use crate::wire::{Msg, Reply};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+pub(crate) use crate::wire::kind;
+
+/// A shared allocation, for error messages.
+#[derive(Clone, Debug)]
+pub(crate) struct Allocation {
+    pub offset: usize,
+    pub len: usize,
+    pub what: String,
+}
+
+/// Network regions of the protocol, allocated in the same order on every node.
+pub(crate) struct Regions {
+    /// Master copies (remote-write data): the heap, received at each page's home.
+    pub data: Option<Region>,
+    /// Adaptive data broadcast (CSM-ADB): the broadcast buffers and page epochs.
+    pub broadcast: Option<crate::broadcast::Broadcast>,
+}
+
+/// One node's engine.
+pub(crate) struct Node {
+    pub id: usize,
+    pub nodes: usize,
+    pub procs: usize,
+    pub page_bytes: usize,
+    pub npages: usize,
+    pub protocol: Protocol,
+    pub net: Net,
+    /// Address of the application view of the heap in this process.
+    pub app_base: usize,
+    /// Address of this node's heap in the wire view (the runtime's alias).
+    alias: usize,
+    pages: PageTable,
+    dirty: Mutex<Vec<u32>>,
+    /// Pages flushed before being dropped, whose write notices are owed at the next release,
+    /// with the sharers to notify.
+    owed: Mutex<Vec<(u32, u64)>>,
+    releasing: Mutex<()>,
+    acquiring: Mutex<()>,
+    pub dir: Directory,
+    pub sync: SyncState,
+    pub regions: Regions,
+    pub counters: NodeCounters,
+    pub allocations: Vec<Allocation>,
+    pub heap_used: usize,
+    pub protector: Protector,
+    pub stopping: AtomicBool,
+    service: service::Service,
+}
+
+/// Which mailbox the calling thread uses for requests: processors have their own; every
+/// other thread of the node (setup, the fault path outside processors) uses the spare one.
+pub(crate) fn my_slot(node: &Node) -> u16 {
+    crate::api::current_slot().unwrap_or(node.procs as u16)
+}
+
+/// A locked page: the guard wakes the node's deferred messages when it is released.
+pub(crate) struct PageGuard<'a> {
+    node: &'a Node,
+    st: Option<MutexGuard<'a, PageState>>,
+}
+
+impl std::ops::Deref for PageGuard<'_> {
+    type Target = PageState;
+    fn deref(&self) -> &PageState {
+        self.st.as_ref().expect("page guard")
+    }
+}
+
+impl std::ops::DerefMut for PageGuard<'_> {
+    fn deref_mut(&mut self) -> &mut PageState {
+        self.st.as_mut().expect("page guard")
+    }
+}
+
+impl Drop for PageGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.st.take());
+        self.node.service.page_unlocked(&self.node.net);
+    }
+}
+
+impl Node {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: usize,
+        procs: usize,
+        page_bytes: usize,
+        protocol: Protocol,
+        net: Net,
+        app_base: usize,
+        alias: usize,
+        allocations: Vec<Allocation>,
+        heap_used: usize,
+        dir: Directory,
+        sync: SyncState,
+        regions: Regions,
+        protector: Protector,
+    ) -> Node {
+        let nodes = net.nodes();
+        let npages = heap_used.div_ceil(page_bytes);
+        Node {
+            id,
+            nodes,
+            procs,
+            page_bytes,
+            npages,
+            protocol,
+            net,
+            app_base,
+            alias,
+            pages: PageTable::new(npages),
+            dirty: Mutex::new(Vec::new()),
+            owed: Mutex::new(Vec::new()),
+            releasing: Mutex::new(()),
+            acquiring: Mutex::new(()),
+            dir,
+            sync,
+            regions,
+            counters: NodeCounters::default(),
+            allocations,
+            heap_used,
+            protector,
+            stopping: AtomicBool::new(false),
+            service: service::Service::default(),
+        }
+    }
+
+    /// Locks page `p` for a processor, bringing its home up to date with what this node
+    /// knows outside the lock (a first-touch home learned meanwhile; under the replicated
+    /// directory, the directory's home word, which a migration rewrites).
+    fn lock_page(&self, p: u32) -> PageGuard<'_> {
+        let mut g = PageGuard {
+            node: self,
+            st: Some(self.pages.lock(p)),
+        };
+        self.refresh_home(p, &mut g);
+        g
+    }
+
+    /// Locks page `p` for a message handler, if it is free.
+    fn try_lock_page(&self, p: u32) -> Option<PageGuard<'_>> {
+        let st = self.pages.try_lock(p)?;
+        let mut g = PageGuard {
+            node: self,
+            st: Some(st),
+        };
+        self.refresh_home(p, &mut g);
+        Some(g)
+    }
+
+    fn refresh_home(&self, p: u32, st: &mut PageState) {
+        if st.at_home(self.id) {
+            return; // the home is the authority on its own pages
+        }
+        let known = match self.dir.home_word(&self.net, p) {
+            Some(h) => Some(h),
+            None => self.pages.known_home(p),
+        };
+        if let Some(h) = known {
+            if st.home as usize != h && (h != self.id || st.home == NO_HOME) {
+                self.pages.set_home(p, st, h);
+            }
+        }
+    }
+
+    /// The first byte of page `p` in the alias.
+    fn alias_ptr(&self, p: u32) -> *mut u8 {
+        assert!((p as usize) < self.npages, "page {p} outside the heap");
+        (self.alias + p as usize * self.page_bytes) as *mut u8
+    }
+
+    /// A copy of this node's page `p`, taken through the alias by a raw copy: other
+    /// processors of the node (or remote writers, at the home) may be writing other bytes
+    /// of it, which a data-race-free program never reads from this copy.
+    fn copy_page(&self, p: u32) -> Vec<u8> {
+        let mut out = vec![0u8; self.page_bytes];
+        // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
+        // the heap (alias_ptr asserts it), and out is a distinct buffer of page_bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.alias_ptr(p), out.as_mut_ptr(), out.len()) };
+        out
+    }
+
+    /// Overwrites this node's page `p` with `bytes` (a fetched master copy).
+    fn install_page(&self, p: u32, bytes: &[u8]) {
+        assert_eq!(bytes.len(), self.page_bytes, "page reply of the wrong size");
+        // SAFETY: as in copy_page; the caller holds the page lock, and the application
+        // cannot write the page (it is invalid or read-only here while a copy arrives).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.alias_ptr(p), bytes.len()) };
+    }
+
+    /// Copies the runs of a diff into this node's page `p` (the master copy, at the home).
+    fn apply_runs<'a>(&self, p: u32, runs: impl Iterator<Item = (usize, &'a [u8])>) {
+        let base = self.alias_ptr(p);
+        for (off, bytes) in runs {
+            assert!(
+                off + bytes.len() <= self.page_bytes,
+                "diff run outside page {p}"
+            );
+            // SAFETY: the run lies inside page p of the alias (asserted); exactly its bytes
+            // are written, so other writers' bytes of the page are untouched.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(off), bytes.len()) };
+        }
+    }
+
+    fn net_err(e: MsgError) -> ! {
+        panic!("{e}")
+    }
+
+    /// Sends `msg` to `to` and waits for the reply, which is decoded from `out`'s bytes.
+    fn call<'o>(&self, to: usize, msg: &Msg<'_>, out: &'o mut Vec<u8>) -> Reply<'o> {
+        let mut payload = Vec::new();
+        msg.encode(&mut payload);
+        self.call_encoded(to, msg.kind(), &payload, out)
+    }
+
+    /// Like [`Node::call`], for a message already encoded (a diff from `DiffWriter`).
+    fn call_encoded<'o>(
+        &self,
+        to: usize,
+        kind: u16,
+        payload: &[u8],
+        out: &'o mut Vec<u8>,
+    ) -> Reply<'o> {
+        Clock::message(|| self.request(to, kind, payload, out))
+            .unwrap_or_else(|e| Self::net_err(e));
+        Reply::decode(out).unwrap_or_else(|e| {
+            panic!(
+                "node {}: malformed reply from node {to} to a message of kind {kind}: {e}",
+                self.id
+            )
+        })
+    }
+
+    /// Sends a one-way message.
+    fn post(&self, to: usize, msg: &Msg<'_>) {
+        let mut payload = Vec::new();
+        msg.encode(&mut payload);
+        self.net
+            .send(to, msg.kind(), my_slot(self), 0, &payload)
+            .unwrap_or_else(|e| Self::net_err(e));
+    }
+
+    // -------------------------------------------------------------------------------
+    // Homes.
+    // -------------------------------------------------------------------------------
+
+    pub fn manager_of(&self, p: u32) -> usize {
+        p as usize % self.nodes
+    }
+
+    /// The home of `p` as far as this node knows, assigning it by first touch (through
+    /// the page's manager) if nobody has it yet. Called without the page lock: a claimant
+    /// that held the lock while it waited for the manager could be asked for the page it is
+    /// becoming home of, by a processor that already sees the new home.
+    fn learn_home(&self, p: u32) -> usize {
+        if let Some(h) = self.dir.home_word(&self.net, p) {
+            return self.pages.learn_first_home(p, h);
+        }
+        if let Some(h) = self.pages.known_home(p) {
+            return h;
+        }
+        // Remote-write data: receive the page before claiming it, so no diff can miss us.
+        self.data_attach(p, true);
+        let home = if self.manager_of(p) == self.id {
+            self.dir.assign_home(&self.net, p, self.id)
+        } else {
+            let mut out = Vec::new();
+            match self.call(
+                self.manager_of(p),
+                &Msg::HomeQuery { page: PageId(p) },
+                &mut out,
+            ) {
+                Reply::Home { home } => home.index(),
+                r => panic!("node {}: unexpected reply to a home query: {r:?}", self.id),
+            }
+        };
+        if home != self.id {
+            self.data_attach(p, false);
+        }
+        self.pages.learn_first_home(p, home)
+    }
+
+    /// Installs a home assignment read from a file (same on every node).
+    pub fn preset_home(&self, p: u32, home: usize) {
+        let mut st = self.pages.lock(p);
+        self.pages.set_home(p, &mut st, home);
+        self.dir.preset_home(&self.net, p, home);
+        if home == self.id {
+            self.data_attach(p, true);
+        }
+    }
+
+    /// The pages this node is home of, for a homes file that replays them.
+    pub fn own_homes(&self) -> Vec<u32> {
+        (0..self.npages as u32)
+            .filter(|&p| self.pages.known_home(p) == Some(self.id))
+            .collect()
+    }
+
+    // -------------------------------------------------------------------------------
+    // Faults.
+    // -------------------------------------------------------------------------------
+
+    /// Resolves an access fault at heap offset `offset`. Returns an error message if the
+    /// access is outside every allocation.
+    pub fn fault(&self, offset: usize, write: bool) -> Result<(), String> {
+        if offset >= self.heap_used {
+            return Err(self.outside_message(offset));
+        }
+        let _entry = Clock::enter();
+        let p = (offset / self.page_bytes) as u32;
+        if write {
+            NodeCounters::bump(&self.counters.write_faults);
+            self.write_fault(p);
+        } else {
+            NodeCounters::bump(&self.counters.read_faults);
+            self.read_fault(p);
+        }
+        Ok(())
+    }
+
+    fn outside_message(&self, offset: usize) -> String {
+        let addr = self.app_base + offset;
+        let nearest = self.allocations.iter().min_by_key(|a| {
+            if offset < a.offset {
+                a.offset - offset
+            } else {
+                offset.saturating_sub(a.offset + a.len)
+            }
+        });
+        match nearest {
+            Some(a) => format!(
+                "access to address {addr:#x} is outside every shared allocation; the nearest is `{}` at [{:#x}, {:#x})",
+                a.what,
+                self.app_base + a.offset,
+                self.app_base + a.offset + a.len
+            ),
+            None => format!("access to address {addr:#x} in the shared heap, which has no allocations"),
+        }
+    }
+
+    fn read_fault(&self, p: u32) {
+        self.learn_home(p);
+        let mut st = self.lock_page(p);
+        if st.access != Access::Invalid {
+            return; // another processor of this node resolved it
+        }
+        self.map_in(p, &mut st, false);
+        st.check(self.id);
+    }
+
+    /// Makes an invalid page readable: at the home, just map the master copy; elsewhere,
+    /// join the sharing set and fetch the page (asking the home to migrate here, with
+    /// `migrate`). The home may have moved here by the time this returns.
+    fn map_in(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool) {
+        if st.at_home(self.id) {
+            self.dir.join(&self.net, self.id, p, st);
+        } else {
+            self.fetch(p, st, migrate);
+        }
+        if st.access == Access::Invalid {
+            self.protector.set(p, Access::Read);
+            st.access = Access::Read;
+        }
+    }
+
+    fn write_fault(&self, p: u32) {
+        self.learn_home(p);
+        let mut st = self.lock_page(p);
+        if st.access == Access::Write {
+            return;
+        }
+        if !st.at_home(self.id) && self.may_migrate(p, &st) {
+            // A write fault away from the home: ask the home to move here (2.3.5). The
+            // reply carries the master copy if the home moves, so the page is current.
+            if st.access == Access::Invalid {
+                self.map_in(p, &mut st, true);
+            } else {
+                self.fetch(p, &mut st, true);
+            }
+        } else if st.access == Access::Invalid {
+            self.map_in(p, &mut st, false);
+        }
+        if st.at_home(self.id) {
+            self.home_starts_writing(p, &mut st);
+        } else {
+            st.twin = Some(self.copy_page(p).into_boxed_slice());
+            NodeCounters::bump(&self.counters.twins);
+            st.dirty = true;
+            self.dirty.lock().expect("poisoned").push(p);
+            self.dir.join(&self.net, self.id, p, &mut st);
+        }
+        self.protector.set(p, Access::Write);
+        st.access = Access::Write;
+        st.check(self.id);
+    }
+
+    /// The home's processors start writing `p`: the page goes exclusive if no other node
+    /// shares it, or into the dirty list (for write notices) otherwise; the directory's
+    /// "home is writing" bit is set either way.
+    fn home_starts_writing(&self, p: u32, st: &mut PageGuard<'_>) {
+        self.dir.join(&self.net, self.id, p, st);
+        if self.dir.sharers(&self.net, p, st) & !(1u64 << self.id) == 0 {
+            st.exclusive = true;
+            NodeCounters::bump(&self.counters.exclusive_entries);
+        } else {
+            st.dirty = true;
+            self.dirty.lock().expect("poisoned").push(p);
+        }
+        st.home_writing = true;
+        self.dir.set_home_writing(&self.net, self.id, p, true);
+    }
+
+    /// The home stops writing `p` (its release downgrades the page, or a fetch ends its
+    /// exclusive mode): write-protect it and clear the directory's bit.
+    fn home_stops_writing(&self, p: u32, st: &mut PageState) {
+        self.protector.set(p, Access::Read);
+        st.access = Access::Read;
+        st.dirty = false;
+        st.exclusive = false;
+        st.home_writing = false;
+        self.dir.set_home_writing(&self.net, self.id, p, false);
+    }
+
+    /// Fetches `p` from its home into this node's copy, following the home if it has
+    /// moved. With `migrate`, asks the home to move here; if it does, this node is the
+    /// home when this returns. The caller holds the page lock.
+    fn fetch(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool) {
+        if migrate {
+            NodeCounters::bump(&self.counters.migration_attempts);
+        }
+        let mut need_data = st.access == Access::Invalid;
+        let mut migrate = migrate;
+        // Replicated directory: announce ourselves before asking, so that a release at
+        // the home that misses our entry happened before our fetch was served.
+        if need_data {
+            self.dir.join(&self.net, self.id, p, st);
+        }
+        let mut out = Vec::with_capacity(self.page_bytes + 64);
+        loop {
+            let home = st.home as usize;
+            assert!(
+                home != self.id && st.home != NO_HOME,
+                "node {}: fetching page {p} with home {}",
+                self.id,
+                st.home
+            );
+            if need_data && !migrate && self.broadcast_lookup(p, home) {
+                return;
+            }
+            if migrate {
+                self.pages.set_pending(p, true);
+            }
+            let reply = self.call(
+                home,
+                &Msg::Fetch {
+                    page: PageId(p),
+                    migrate,
+                },
+                &mut out,
+            );
+            if migrate {
+                self.pages.set_pending(p, false);
+            }
+            match reply {
+                Reply::Page {
+                    data,
+                    meta,
+                    migrated,
+                } => {
+                    self.install_page(p, data);
+                    NodeCounters::bump(&self.counters.page_transfers);
+                    if migrated {
+                        NodeCounters::bump(&self.counters.migrations);
+                        self.become_home(p, st, meta.sharers);
+                    } else {
+                        st.home_writing = meta.home_writing;
+                    }
+                    return;
+                }
+                Reply::Refused { meta } => {
+                    st.home_writing = meta.home_writing;
+                    migrate = false;
+                    if !need_data {
+                        return;
+                    }
+                }
+                Reply::Moved { home: to } => {
+                    NodeCounters::bump(&self.counters.redirects);
+                    let to = to.index();
+                    assert_ne!(to, home, "node {home} redirected page {p} to itself");
+                    self.pages.set_home(p, st, to);
+                    if to == self.id {
+                        // The home moved here meanwhile: only our own request can do
+                        // that, and we hold the lock, so this is a protocol error.
+                        panic!("node {}: page {p} redirected to this node", self.id);
+                    }
+                }
+                r => panic!("node {}: unexpected reply to a fetch: {r:?}", self.id),
+            }
+            need_data = need_data || st.access == Access::Invalid;
+        }
+    }
+
+    /// This node just became `p`'s home by migration, with the master copy installed.
+    fn become_home(&self, p: u32, st: &mut PageGuard<'_>, sharers: u64) {
+        self.pages.set_home(p, st, self.id);
+        st.sharers = sharers | (1u64 << self.id);
+        st.home_writing = false;
+        if st.access == Access::Write {
+            unreachable!("a node migrates a page home only from a write fault");
+        }
+        if st.access == Access::Invalid {
+            self.protector.set(p, Access::Read);
+            st.access = Access::Read;
+        }
+        self.dir.join(&self.net, self.id, p, st);
+    }
+
+    // -------------------------------------------------------------------------------
+    // Release and acquire.
+    // -------------------------------------------------------------------------------
+
+    /// Release: write-protect every dirty page, send its diff home, then send write
+    /// notices to the other sharers (section 2.2). When this returns, every write this
+    /// node made before the call is at its home and noticed.
+    pub fn release(&self) {
+        // One release at a time per node: a processor whose writes another processor's
+        // release is flushing must not complete its own release before that flush and its
+        // notices are done.
+        let _one = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
+        self.broadcast_new_interval();
+        let pages = std::mem::take(&mut *self.dirty.lock().expect("poisoned"));
+        let mut noticed = Vec::with_capacity(pages.len());
+        for p in pages {
+            let mut st = self.lock_page(p);
+            if !st.dirty {
+                continue;
+            }
+            let (sharers, home) = if st.at_home(self.id) {
+                self.home_stops_writing(p, &mut st);
+                (self.dir.sharers(&self.net, p, &st), self.id)
+            } else {
+                self.protector.set(p, Access::Read);
+                st.access = Access::Read;
+                st.dirty = false;
+                let twin = st.twin.take().expect("dirty non-home page without twin");
+                let sharers = self.send_diff(p, &mut st, &twin);
+                (sharers, st.home as usize)
+            };
+            st.check(self.id);
+            drop(st);
+            noticed.push((p, sharers & !(1u64 << home)));
+        }
+        // Taken after the pages: a page that an acquire flushed while we waited for its
+        // lock is owed a notice, and we must send it before this release completes.
+        noticed.extend(std::mem::take(&mut *self.owed.lock().expect("poisoned")));
+        self.send_notices(&noticed);
+    }
+
+    fn send_notices(&self, noticed: &[(u32, u64)]) {
+        let mut per_node: Vec<Vec<u32>> = vec![Vec::new(); self.nodes];
+        for &(p, sharers) in noticed {
+            for (n, list) in per_node.iter_mut().enumerate() {
+                if n != self.id && sharers & (1u64 << n) != 0 {
+                    list.push(p);
+                }
+            }
+        }
+        let targets: Vec<(usize, &[u32])> = per_node
+            .iter()
+            .enumerate()
+            .filter(|(_, pages)| !pages.is_empty())
+            .map(|(n, pages)| (n, pages.as_slice()))
+            .collect();
+        for &(_, pages) in &targets {
+            self.counters
+                .write_notices
+                .fetch_add(pages.len() as u64, Ordering::Relaxed);
+        }
+        match self.protocol.metadata {
+            MetadataStrategy::Replicated => {
+                for &(n, pages) in &targets {
+                    if !self.dir.send_notices(&self.net, self.id, n, pages) {
+                        NodeCounters::bump(&self.counters.notice_overflows);
+                    }
+                }
+            }
+            MetadataStrategy::HomeHeld => self.send_notice_messages(&targets),
+        }
+    }
+
+    /// Acquire: invalidate every page named by a write notice received so far.
+    pub fn acquire(&self) {
+        // One acquire at a time per node: notices are taken node-wide, so a second acquirer
+        // must not return before the first has invalidated what it took.
+        let _one = self.acquiring.lock().unwrap_or_else(|e| e.into_inner());
+        let (pages, all) = self.dir.take_notices(&self.net, self.id);
+        if all {
+            for p in 0..self.npages as u32 {
+                self.invalidate(p);
+            }
+        } else {
+            for p in pages {
+                self.invalidate(p);
+            }
+        }
+    }
+
+    fn invalidate(&self, p: u32) {
+        if self.pages.known_home(p) == Some(self.id) {
+            return; // the home keeps the master copy (checked again under the lock)
+        }
+        let mut st = self.lock_page(p);
+        if st.access == Access::Invalid || st.at_home(self.id) {
+            return;
+        }
+        if st.dirty {
+            // Flush before drop: another processor of this node wrote it.
+            self.protector.set(p, Access::Read);
+            let twin = st.twin.take().expect("dirty page without twin");
+            st.dirty = false;
+            st.access = Access::Read;
+            let sharers = self.send_diff(p, &mut st, &twin);
+            let home = st.home as usize;
+            self.owed
+                .lock()
+                .expect("poisoned")
+                .push((p, sharers & !(1u64 << home)));
+            NodeCounters::bump(&self.counters.flushes_before_drop);
+        }
+        self.protector.set(p, Access::Invalid);
+        st.access = Access::Invalid;
+        st.check(self.id);
+        // Leave the sharing set while still holding the page lock: otherwise another
+        // processor of this node could fault the page back in, and its join could reach
+        // the directory before our leave, leaving the node out of the set while it holds
+        // a copy (and so out of later write notices).
+        self.leave(p, &st);
+        drop(st);
+        NodeCounters::bump(&self.counters.invalidations);
+    }
+
+    /// This node dropped its copy of `p`: leave the sharing set.
+    fn leave(&self, p: u32, st: &PageState) {
+        match self.protocol.metadata {
+            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.id, p),
+            // One-way: the ring is FIFO, so a later fetch from us arrives after it. If the
+            // home has moved meanwhile, the old home drops the message: the new home's set
+            // then still names us, which costs a needless notice, never a missed one.
+            MetadataStrategy::HomeHeld => {
+                self.post(st.home as usize, &Msg::Drop { page: PageId(p) })
+            }
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Requests and the service loop.
+    // -------------------------------------------------------------------------------
+
+    /// Sends a request and waits for its reply, serving this node's incoming messages
+    /// while it waits (handlers never block, see the module rules).
+    pub fn request(
+        &self,
+        to: usize,
+        k: u16,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), MsgError> {
+        self.net
+            .request_polling(to, k, my_slot(self), payload, out, &mut || {
+                self.serve_once()
+            })
+    }
+
+    /// Waits until `ready()` holds, serving this node's messages while it spins.
+    pub fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), MsgError> {
+        for i in 0..4_000u32 {
+            if ready() {
+                return Ok(());
+            }
+            if i % 64 == 0 {
+                self.serve_once();
+            }
+            // Spin, then yield between checks (see Messenger::wait_reply).
+            if i < 400 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.net.wait_until(0, ready)
+    }
+
+    /// Runs the service loop until [`Node::stop_service`]: polls, spins briefly, then parks.
+    pub fn serve(&self) {
+        let mut idle_rounds = 0u32;
+        while !self.stopping.load(Ordering::Acquire) && !self.net.fabric().aborted() {
+            let n = self.serve_once();
+            if n > 0 {
+                idle_rounds = 0;
+                continue;
+            }
+            idle_rounds += 1;
+            if idle_rounds > 64 && !self.service.has_deferred() {
+                self.net
+                    .wait_for_messages(2_000, std::time::Duration::from_millis(50));
+            } else if idle_rounds > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    pub fn stop_service(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.net.ring_own_bell();
+    }
+}

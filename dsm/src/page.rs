@@ -1,0 +1,205 @@
+//! Per-page state of one node, in one place (section 2.2): the page's home as this node
+//! knows it, how often that changed, the application's access, the twin, the dirty and
+//! exclusive flags, the sharing set (kept here at the home under the home-held directory)
+//! and whether the home is writing the page (the directory bit home migration reads).
+//!
+//! Everything lives under the page's lock. One word is mirrored outside it: the home
+//! *hint*, an atomic that message handlers read without the lock, because a handler must
+//! never block on a page lock (a processor of this node may hold it while it waits on the
+//! network, serving messages). The hint is written only under the page lock, except for
+//! the first-touch transition from "no home" to a home, which every node learns the same
+//! way and which never goes back.
+//!
+//! # Invariants (asserted by [`PageState::check`] after every transition)
+//!
+//! * At the home: no twin; an exclusive page is writable and not dirty; the home is
+//!   "writing" exactly when the page is writable there.
+//! * Elsewhere: not exclusive; writable exactly when a twin exists and the page is dirty;
+//!   never "writing".
+//! * A page this node is migrating to itself (the hint's `PENDING` bit) is locked by the
+//!   processor that asked for it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+/// What the application view may do with a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Invalid,
+    Read,
+    Write,
+}
+
+/// No home known yet (first touch has not happened, or this node has not heard of it).
+pub(crate) const NO_HOME: u16 = u16::MAX;
+
+/// The state of one page at one node.
+#[derive(Debug)]
+pub(crate) struct PageState {
+    /// The home as this node knows it (`NO_HOME` if unknown). Exact at the home; possibly
+    /// stale elsewhere under the home-held directory (requests then meet a redirect).
+    pub home: u16,
+    /// How many times this node has seen the page's home move.
+    pub home_epoch: u32,
+    pub access: Access,
+    pub twin: Option<Box<[u8]>>,
+    pub dirty: bool,
+    pub exclusive: bool,
+    /// At the home: the home is writing the page (set at its write fault, cleared when its
+    /// release downgrades the page or it leaves exclusive mode). Elsewhere: the last value
+    /// the home piggybacked on a reply (CSM-None-Mg's cached directory entry, 2.3.5).
+    pub home_writing: bool,
+    /// Home-held directory, at the home: the nodes sharing the page.
+    pub sharers: u64,
+}
+
+impl PageState {
+    fn new() -> PageState {
+        PageState {
+            home: NO_HOME,
+            home_epoch: 0,
+            access: Access::Invalid,
+            twin: None,
+            dirty: false,
+            exclusive: false,
+            home_writing: false,
+            sharers: 0,
+        }
+    }
+
+    /// True if `me` is the page's home.
+    pub fn at_home(&self, me: usize) -> bool {
+        self.home as usize == me
+    }
+
+    /// Asserts the invariants of the module doc.
+    pub fn check(&self, me: usize) {
+        if self.at_home(me) {
+            assert!(self.twin.is_none(), "a home page has a twin: {self:?}");
+            if self.exclusive {
+                assert!(
+                    self.access == Access::Write && !self.dirty,
+                    "exclusive page not writable or dirty: {self:?}"
+                );
+            }
+            assert_eq!(
+                self.home_writing,
+                self.access == Access::Write,
+                "home-writing bit out of step with the home's access: {self:?}"
+            );
+        } else {
+            assert!(
+                !self.exclusive,
+                "exclusive page away from its home: {self:?}"
+            );
+            let writable = self.access == Access::Write;
+            assert!(
+                writable == self.twin.is_some() && writable == self.dirty,
+                "non-home page state broken: {self:?}"
+            );
+        }
+    }
+}
+
+/// Bit of a home hint: this node has asked the home to migrate to it and awaits the answer.
+pub(crate) const PENDING: u32 = 1 << 16;
+
+/// The pages of one node: a lock and a home hint per page.
+pub(crate) struct PageTable {
+    states: Box<[Mutex<PageState>]>,
+    hints: Box<[AtomicU32]>,
+}
+
+/// What a message handler learns about a page without taking its lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hint {
+    /// This node is (or, having no record, must be: see `Node::serve_fetch`) the home.
+    Home,
+    /// This node is waiting for a migration of the page to itself.
+    Pending,
+    /// Another node is the home, as far as this node knows.
+    Elsewhere(usize),
+    /// No home known.
+    Unknown,
+}
+
+impl PageTable {
+    pub fn new(npages: usize) -> PageTable {
+        PageTable {
+            states: (0..npages).map(|_| Mutex::new(PageState::new())).collect(),
+            hints: (0..npages)
+                .map(|_| AtomicU32::new(NO_HOME as u32))
+                .collect(),
+        }
+    }
+
+    /// Locks page `p` (processors only: they may wait; handlers use [`PageTable::try_lock`]).
+    pub fn lock(&self, p: u32) -> MutexGuard<'_, PageState> {
+        self.states[p as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Locks page `p` if it is free.
+    pub fn try_lock(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
+        match self.states[p as usize].try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The home hint of `p`, read without its lock.
+    pub fn hint(&self, p: u32, me: usize) -> Hint {
+        let h = self.hints[p as usize].load(Ordering::Acquire);
+        if h & PENDING != 0 {
+            Hint::Pending
+        } else if h as u16 == NO_HOME {
+            Hint::Unknown
+        } else if h as usize == me {
+            Hint::Home
+        } else {
+            Hint::Elsewhere(h as usize)
+        }
+    }
+
+    /// The known home of `p` (`None` if unknown), without its lock.
+    pub fn known_home(&self, p: u32) -> Option<usize> {
+        let h = self.hints[p as usize].load(Ordering::Acquire) as u16;
+        (h != NO_HOME).then_some(h as usize)
+    }
+
+    /// Records `home` as `p`'s home in the page state and its hint. The caller holds the
+    /// page lock (`st` is its guard's state).
+    pub fn set_home(&self, p: u32, st: &mut PageState, home: usize) {
+        if st.home != NO_HOME && st.home as usize != home {
+            st.home_epoch += 1;
+        }
+        st.home = home as u16;
+        self.hints[p as usize].store(home as u32, Ordering::Release);
+    }
+
+    /// First touch: `p`'s home is `home`, learned without the page lock. Only moves the hint
+    /// from "unknown"; returns the home the hint holds afterwards.
+    pub fn learn_first_home(&self, p: u32, home: usize) -> usize {
+        match self.hints[p as usize].compare_exchange(
+            NO_HOME as u32,
+            home as u32,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => home,
+            Err(h) => (h & !PENDING) as u16 as usize,
+        }
+    }
+
+    /// Marks (or clears) a migration of `p` to this node in flight. The caller holds the
+    /// page lock for as long as the mark is set.
+    pub fn set_pending(&self, p: u32, pending: bool) {
+        if pending {
+            self.hints[p as usize].fetch_or(PENDING, Ordering::AcqRel);
+        } else {
+            self.hints[p as usize].fetch_and(!PENDING, Ordering::AcqRel);
+        }
+    }
+}

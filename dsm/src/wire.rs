@@ -1,0 +1,1279 @@
+//! The wire format of every request and reply the engine exchanges over the message rings
+//! (section 2.3: the variants that use explicit messages instead of Memory Channel
+//! features). This is the one module that encodes and decodes payloads; nothing else slices
+//! them by hand. The transport ([`crate::net`]) carries a request as `kind` plus a byte
+//! payload, and a reply as a byte payload in the requester's mailbox.
+//!
+//! # Format
+//!
+//! All integers are little-endian. A request is the transport's `kind` and a payload:
+//!
+//! | kind | message       | payload                                                     |
+//! |------|---------------|-------------------------------------------------------------|
+//! | 10   | `HomeQuery`   | page u32                                                    |
+//! | 11   | `Fetch`       | page u32, migrate u8                                        |
+//! | 12   | `Diff`        | page u32, n u32, n × (offset u32, len u32, len bytes)       |
+//! | 13   | `Drop`        | page u32                                                    |
+//! | 14   | `Notice`      | n u32, n × page u32                                         |
+//! | 20   | `LockAcquire` | lock u32                                                    |
+//! | 21   | `LockRelease` | lock u32                                                    |
+//! | 22   | `Barrier`     | barrier u32, epoch u64                                      |
+//! | 23   | `FlagSet`     | flag u32                                                    |
+//! | 24   | `FlagWait`    | flag u32                                                    |
+//! | 30   | `Shutdown`    | nothing                                                     |
+//!
+//! A reply is a tag byte and a body:
+//!
+//! | tag | reply     | body                                                          |
+//! |-----|-----------|---------------------------------------------------------------|
+//! | 0   | `Ack`     | nothing                                                       |
+//! | 1   | `Home`    | home u16                                                      |
+//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, n u32, n bytes     |
+//! | 3   | `Refused` | sharers u64, home_writing u8                                  |
+//! | 4   | `DiffAck` | sharers u64, home_writing u8                                  |
+//! | 5   | `Moved`   | home u16                                                      |
+//!
+//! Flag bytes are 0 or 1. Every variable-length part carries its count, so a record cut
+//! short anywhere is reported as truncated instead of read as a shorter valid record, and a
+//! record followed by more bytes is an error. The encoding is canonical: a payload that
+//! decodes re-encodes to the same bytes.
+//!
+//! Decoding never panics: every read goes through [`Reader`], which returns an error where
+//! indexing would have panicked, and the borrowed views ([`DiffRuns`], [`PageList`]) are
+//! only built over bytes already checked.
+
+// The engine switches to this codec later; until then only the tests use it.
+#![allow(dead_code)]
+
+use crate::ids::{NodeId, PageId};
+use crate::net::{MAX_MESSAGE_BYTES, MAX_NODES};
+use std::fmt;
+
+/// Message kinds, the u16 the transport carries. The numbers are part of the format: keep
+/// them stable.
+pub(crate) mod kind {
+    pub(crate) const HOME: u16 = 10;
+    pub(crate) const FETCH: u16 = 11;
+    pub(crate) const DIFF: u16 = 12;
+    pub(crate) const DROP: u16 = 13;
+    pub(crate) const NOTICE: u16 = 14;
+    pub(crate) const LOCK_ACQ: u16 = 20;
+    pub(crate) const LOCK_REL: u16 = 21;
+    pub(crate) const BARRIER: u16 = 22;
+    pub(crate) const FLAG_SET: u16 = 23;
+    pub(crate) const FLAG_WAIT: u16 = 24;
+    /// [`super::Msg::Shutdown`].
+    pub(crate) const STOP: u16 = 30;
+}
+
+/// Reply tags, the first byte of every reply.
+mod tag {
+    pub(super) const ACK: u8 = 0;
+    pub(super) const HOME: u8 = 1;
+    pub(super) const PAGE: u8 = 2;
+    pub(super) const REFUSED: u8 = 3;
+    pub(super) const DIFF_ACK: u8 = 4;
+    pub(super) const MOVED: u8 = 5;
+}
+
+/// Bytes a `Diff` message spends before its first run: the page and the run count.
+const DIFF_HEADER_BYTES: usize = 8;
+/// Bytes each diff run spends before its data: the offset and the length.
+const RUN_HEADER_BYTES: usize = 8;
+/// Bytes a `Page` reply spends before the page data.
+const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 4;
+
+/// The most run data one `Diff` message can carry. [`DiffWriter`] splits longer diffs.
+pub(crate) const MAX_DIFF_DATA_BYTES: usize =
+    MAX_MESSAGE_BYTES - DIFF_HEADER_BYTES - RUN_HEADER_BYTES;
+/// The largest page a `Page` reply can carry; the engine must refuse larger pages for the
+/// variants that fetch pages by message.
+pub(crate) const MAX_PAGE_REPLY_BYTES: usize = MAX_MESSAGE_BYTES - PAGE_REPLY_HEADER_BYTES;
+
+/// What was wrong with a payload that did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    #[error(
+        "unknown message kind {0}: the sender runs another version of the protocol, or the \
+         ring is corrupt"
+    )]
+    UnknownKind(u16),
+    #[error("truncated {record} record: it needs {needed} bytes, the payload has {got}")]
+    Truncated {
+        record: &'static str,
+        needed: usize,
+        got: usize,
+    },
+    #[error("unknown reply tag {0}: the replier runs another version of the protocol")]
+    UnknownReplyTag(u8),
+    #[error("{extra} trailing bytes after a complete {record} record")]
+    TrailingBytes { record: &'static str, extra: usize },
+    #[error("bad flag byte {value} for `{field}` in a {record} record: only 0 or 1 is valid")]
+    BadFlag {
+        record: &'static str,
+        field: &'static str,
+        value: u8,
+    },
+    #[error("{record} record names node {node}, but a cluster has at most {MAX_NODES} nodes")]
+    BadNode { record: &'static str, node: u16 },
+    #[error(
+        "diff run of {len} bytes at offset {offset} lies outside the page of {page_bytes} bytes"
+    )]
+    RunOutsidePage {
+        offset: u32,
+        len: u32,
+        page_bytes: usize,
+    },
+}
+
+/// A request or one-way message. [`Msg::kind`] is the u16 the transport carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Msg<'a> {
+    /// Ask the page's manager who its home is; the first touch claims it for the sender
+    /// (first-touch home assignment, section 2.3.1; by message in CSM-S and CSM-None,
+    /// sections 2.3.3 and 2.3.4).
+    HomeQuery { page: PageId },
+    /// Fetch a page from its home (section 2.2); the fetch itself adds the sender to the
+    /// sharing set (section 2.3.3). With `migrate`, also ask the home to move to the
+    /// sender (section 2.3.5).
+    Fetch { page: PageId, migrate: bool },
+    /// A diff for the master copy, sent at a release (section 2.2) when data does not live
+    /// in network space (section 2.3.2): runs of changed bytes (see [`DiffRuns`]).
+    Diff { page: PageId, runs: DiffRuns<'a> },
+    /// One-way: the sender dropped its copy, so the home-held directory takes it out of the
+    /// sharing set (the one explicit directory message of section 2.3.3).
+    Drop { page: PageId },
+    /// Write notices for these pages, to be invalidated at the receiver's next acquire
+    /// (section 2.2).
+    Notice { pages: PageList<'a> },
+    /// Acquire a lock by message (section 2.3.4, no Memory Channel synchronization).
+    LockAcquire { lock: u32 },
+    /// One-way: release a lock (section 2.3.4).
+    LockRelease { lock: u32 },
+    /// Arrive at a barrier for its `epoch`-th episode (section 2.3.4).
+    Barrier { barrier: u32, epoch: u64 },
+    /// Set a write-once flag (section 2.3.4).
+    FlagSet { flag: u32 },
+    /// Wait for a flag to be set (section 2.3.4).
+    FlagWait { flag: u32 },
+    /// One-way: the sender has finished the run and sends nothing more (end-of-run
+    /// protocol step).
+    Shutdown,
+}
+
+/// Directory information a home piggybacks on its replies (section 2.3.3): the sharing set
+/// and whether the home is writing the page (which decides migration, section 2.3.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piggyback {
+    pub sharers: u64,
+    pub home_writing: bool,
+}
+
+/// A reply, carried in the requester's mailbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reply<'a> {
+    /// The request was served and there is nothing to say (notices, synchronization).
+    Ack,
+    /// The page's home, from its manager (answers [`Msg::HomeQuery`]).
+    Home { home: NodeId },
+    /// The page's master copy (answers [`Msg::Fetch`], section 2.2). `migrated`: the home
+    /// granted a migration request and the receiver is the new home (section 2.3.5).
+    Page {
+        data: &'a [u8],
+        meta: Piggyback,
+        migrated: bool,
+    },
+    /// A migration request that was refused because the home is writing the page (section
+    /// 2.3.5). No data: the requester already has a valid copy.
+    Refused { meta: Piggyback },
+    /// The diff is applied; the sharing set rides along so the sender knows where to send
+    /// write notices (section 2.3.3).
+    DiffAck { meta: Piggyback },
+    /// This node is not the page's home (it moved, or never was): retry at `home`
+    /// (section 2.3.5).
+    Moved { home: NodeId },
+}
+
+/// The runs of a diff, a borrowed view over their encoding: `n u32` then `n` runs of
+/// `(offset u32, len u32, len bytes)`. Offsets and lengths are 32-bit so pages of 64 KiB
+/// and more work. Built only by decoding (which checks the structure) or by
+/// [`DiffRuns::encode_from`], so iterating never fails.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DiffRuns<'a> {
+    count: u32,
+    /// The whole encoding, count included.
+    bytes: &'a [u8],
+}
+
+impl<'a> DiffRuns<'a> {
+    /// Encodes `runs` (offset, changed bytes) into `buf` (cleared first) and returns the
+    /// view over it. There is no byte budget here: use [`DiffWriter`] to split a diff over
+    /// messages.
+    ///
+    /// # Panics
+    ///
+    /// If an offset or a run length does not fit in 32 bits.
+    pub(crate) fn encode_from<'r>(
+        runs: impl IntoIterator<Item = (usize, &'r [u8])>,
+        buf: &'a mut Vec<u8>,
+    ) -> DiffRuns<'a> {
+        buf.clear();
+        put_u32(buf, 0);
+        let mut count = 0u32;
+        for (offset, bytes) in runs {
+            put_run(buf, offset, bytes);
+            count = count.checked_add(1).expect("more than u32::MAX diff runs");
+        }
+        buf[..4].copy_from_slice(&count.to_le_bytes());
+        DiffRuns { count, bytes: buf }
+    }
+
+    fn read(r: &mut Reader<'a>) -> Result<DiffRuns<'a>, DecodeError> {
+        let start = r.at;
+        let count = r.u32()?;
+        // Each run consumes at least its header, so a garbage count ends in a truncation
+        // error after at most payload/8 rounds.
+        for _ in 0..count {
+            r.u32()?;
+            let len = r.u32()?;
+            r.bytes(len as usize)?;
+        }
+        Ok(DiffRuns {
+            count,
+            bytes: r.since(start),
+        })
+    }
+
+    /// The runs as `(offset, changed bytes)`, in encoded order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &'a [u8])> + 'a {
+        let mut rest = self.bytes.get(4..).unwrap_or_default();
+        std::iter::from_fn(move || {
+            let (offset, tail) = rest.split_first_chunk::<4>()?;
+            let (len, tail) = tail.split_first_chunk::<4>()?;
+            let (data, tail) = tail.split_at_checked(u32::from_le_bytes(*len) as usize)?;
+            rest = tail;
+            Some((u32::from_le_bytes(*offset), data))
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Checks that every run lies within a page of `page_bytes`, which `decode` cannot know.
+    /// The home must call this before applying a received diff.
+    pub(crate) fn check(&self, page_bytes: usize) -> Result<(), DecodeError> {
+        for (offset, data) in self.iter() {
+            // In u64, so a run near u32::MAX cannot wrap around to a small end.
+            if u64::from(offset) + data.len() as u64 > page_bytes as u64 {
+                return Err(DecodeError::RunOutsidePage {
+                    offset,
+                    len: data.len() as u32,
+                    page_bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for DiffRuns<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(|(offset, data)| (offset, data.len())))
+            .finish()
+    }
+}
+
+/// A list of pages, a borrowed view over its encoding: `n u32` then `n` pages as u32.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageList<'a> {
+    count: u32,
+    /// The whole encoding, count included.
+    bytes: &'a [u8],
+}
+
+impl<'a> PageList<'a> {
+    /// Encodes `pages` into `buf` (cleared first) and returns the view over it.
+    pub(crate) fn encode_from(
+        pages: impl IntoIterator<Item = PageId>,
+        buf: &'a mut Vec<u8>,
+    ) -> PageList<'a> {
+        buf.clear();
+        put_u32(buf, 0);
+        let mut count = 0u32;
+        for p in pages {
+            put_u32(buf, p.0);
+            count = count.checked_add(1).expect("more than u32::MAX pages");
+        }
+        buf[..4].copy_from_slice(&count.to_le_bytes());
+        PageList { count, bytes: buf }
+    }
+
+    fn read(r: &mut Reader<'a>) -> Result<PageList<'a>, DecodeError> {
+        let start = r.at;
+        let count = r.u32()?;
+        r.bytes((count as usize).saturating_mul(4))?;
+        Ok(PageList {
+            count,
+            bytes: r.since(start),
+        })
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = PageId> + 'a {
+        self.bytes
+            .get(4..)
+            .unwrap_or_default()
+            .chunks_exact(4)
+            .map(|c| PageId(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+impl fmt::Debug for PageList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter().map(|p| p.0)).finish()
+    }
+}
+
+impl<'a> Msg<'a> {
+    /// The kind the transport carries for this message.
+    pub(crate) fn kind(&self) -> u16 {
+        match self {
+            Msg::HomeQuery { .. } => kind::HOME,
+            Msg::Fetch { .. } => kind::FETCH,
+            Msg::Diff { .. } => kind::DIFF,
+            Msg::Drop { .. } => kind::DROP,
+            Msg::Notice { .. } => kind::NOTICE,
+            Msg::LockAcquire { .. } => kind::LOCK_ACQ,
+            Msg::LockRelease { .. } => kind::LOCK_REL,
+            Msg::Barrier { .. } => kind::BARRIER,
+            Msg::FlagSet { .. } => kind::FLAG_SET,
+            Msg::FlagWait { .. } => kind::FLAG_WAIT,
+            Msg::Shutdown => kind::STOP,
+        }
+    }
+
+    /// Appends the payload of this message to `out`.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Msg::HomeQuery { page } | Msg::Drop { page } => put_u32(out, page.0),
+            Msg::Fetch { page, migrate } => {
+                put_u32(out, page.0);
+                out.push(u8::from(migrate));
+            }
+            Msg::Diff { page, runs } => {
+                put_u32(out, page.0);
+                out.extend_from_slice(runs.bytes);
+            }
+            Msg::Notice { pages } => out.extend_from_slice(pages.bytes),
+            Msg::LockAcquire { lock: id }
+            | Msg::LockRelease { lock: id }
+            | Msg::FlagSet { flag: id }
+            | Msg::FlagWait { flag: id } => put_u32(out, id),
+            Msg::Barrier { barrier, epoch } => {
+                put_u32(out, barrier);
+                out.extend_from_slice(&epoch.to_le_bytes());
+            }
+            Msg::Shutdown => {}
+        }
+    }
+
+    /// Decodes the payload of a message of `kind`. Zero-copy: diff runs and page lists
+    /// borrow `payload`.
+    pub(crate) fn decode(kind: u16, payload: &'a [u8]) -> Result<Msg<'a>, DecodeError> {
+        let record = match kind {
+            kind::HOME => "HomeQuery",
+            kind::FETCH => "Fetch",
+            kind::DIFF => "Diff",
+            kind::DROP => "Drop",
+            kind::NOTICE => "Notice",
+            kind::LOCK_ACQ => "LockAcquire",
+            kind::LOCK_REL => "LockRelease",
+            kind::BARRIER => "Barrier",
+            kind::FLAG_SET => "FlagSet",
+            kind::FLAG_WAIT => "FlagWait",
+            kind::STOP => "Shutdown",
+            _ => return Err(DecodeError::UnknownKind(kind)),
+        };
+        let mut r = Reader::new(payload, record);
+        let msg = match kind {
+            kind::HOME => Msg::HomeQuery { page: r.page()? },
+            kind::FETCH => Msg::Fetch {
+                page: r.page()?,
+                migrate: r.flag("migrate")?,
+            },
+            kind::DIFF => Msg::Diff {
+                page: r.page()?,
+                runs: DiffRuns::read(&mut r)?,
+            },
+            kind::DROP => Msg::Drop { page: r.page()? },
+            kind::NOTICE => Msg::Notice {
+                pages: PageList::read(&mut r)?,
+            },
+            kind::LOCK_ACQ => Msg::LockAcquire { lock: r.u32()? },
+            kind::LOCK_REL => Msg::LockRelease { lock: r.u32()? },
+            kind::BARRIER => Msg::Barrier {
+                barrier: r.u32()?,
+                epoch: r.u64()?,
+            },
+            kind::FLAG_SET => Msg::FlagSet { flag: r.u32()? },
+            kind::FLAG_WAIT => Msg::FlagWait { flag: r.u32()? },
+            _ => Msg::Shutdown,
+        };
+        r.finish()?;
+        Ok(msg)
+    }
+}
+
+impl<'a> Reply<'a> {
+    /// Appends the encoding of this reply, tag first, to `out`.
+    ///
+    /// # Panics
+    ///
+    /// If page data is longer than u32::MAX bytes.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Reply::Ack => out.push(tag::ACK),
+            Reply::Home { home } => {
+                out.push(tag::HOME);
+                out.extend_from_slice(&home.0.to_le_bytes());
+            }
+            Reply::Page {
+                data,
+                meta,
+                migrated,
+            } => {
+                out.push(tag::PAGE);
+                put_piggyback(out, meta);
+                out.push(u8::from(migrated));
+                put_u32(
+                    out,
+                    u32::try_from(data.len()).expect("page data exceeds u32"),
+                );
+                out.extend_from_slice(data);
+            }
+            Reply::Refused { meta } => {
+                out.push(tag::REFUSED);
+                put_piggyback(out, meta);
+            }
+            Reply::DiffAck { meta } => {
+                out.push(tag::DIFF_ACK);
+                put_piggyback(out, meta);
+            }
+            Reply::Moved { home } => {
+                out.push(tag::MOVED);
+                out.extend_from_slice(&home.0.to_le_bytes());
+            }
+        }
+    }
+
+    /// Decodes a reply. Zero-copy: page data borrows `bytes`.
+    pub(crate) fn decode(bytes: &'a [u8]) -> Result<Reply<'a>, DecodeError> {
+        let mut r = Reader::new(bytes, "reply");
+        let t = r.u8()?;
+        r.record = match t {
+            tag::ACK => "Ack reply",
+            tag::HOME => "Home reply",
+            tag::PAGE => "Page reply",
+            tag::REFUSED => "Refused reply",
+            tag::DIFF_ACK => "DiffAck reply",
+            tag::MOVED => "Moved reply",
+            _ => return Err(DecodeError::UnknownReplyTag(t)),
+        };
+        let reply = match t {
+            tag::ACK => Reply::Ack,
+            tag::HOME => Reply::Home { home: r.node()? },
+            tag::PAGE => {
+                let meta = r.piggyback()?;
+                let migrated = r.flag("migrated")?;
+                let len = r.u32()?;
+                Reply::Page {
+                    data: r.bytes(len as usize)?,
+                    meta,
+                    migrated,
+                }
+            }
+            tag::REFUSED => Reply::Refused {
+                meta: r.piggyback()?,
+            },
+            tag::DIFF_ACK => Reply::DiffAck {
+                meta: r.piggyback()?,
+            },
+            _ => Reply::Moved { home: r.node()? },
+        };
+        r.finish()?;
+        Ok(reply)
+    }
+}
+
+/// Encodes one page's diff as a sequence of `Diff` payloads, each at most a byte budget
+/// ([`MAX_MESSAGE_BYTES`] unless told otherwise), so a release can send a diff of any size
+/// as explicit messages (sections 2.2 and 2.3.2). Runs are kept whole where they fit a
+/// message of their own; a run longer than that is cut into pieces, which is safe because
+/// each piece still holds only changed bytes (see [`crate::diff`]). Empty runs carry
+/// nothing and are dropped.
+pub(crate) struct DiffWriter<'r, I: Iterator<Item = (usize, &'r [u8])>> {
+    page: PageId,
+    runs: I,
+    /// The run (or rest of a cut run) that goes into the next message.
+    pending: Option<(usize, &'r [u8])>,
+    budget_bytes: usize,
+    wrote_one: bool,
+}
+
+impl<'r, I: Iterator<Item = (usize, &'r [u8])>> DiffWriter<'r, I> {
+    /// A writer of messages that fit [`MAX_MESSAGE_BYTES`].
+    pub(crate) fn new(page: PageId, runs: I) -> Self {
+        Self::with_budget(page, runs, MAX_MESSAGE_BYTES)
+    }
+
+    /// A writer of messages of at most `budget_bytes`.
+    ///
+    /// # Panics
+    ///
+    /// If the budget exceeds [`MAX_MESSAGE_BYTES`], or leaves no room for a byte of data
+    /// after the headers (then no diff could make progress).
+    pub(crate) fn with_budget(page: PageId, runs: I, budget_bytes: usize) -> Self {
+        assert!(
+            budget_bytes > DIFF_HEADER_BYTES + RUN_HEADER_BYTES
+                && budget_bytes <= MAX_MESSAGE_BYTES,
+            "diff budget of {budget_bytes} bytes outside {}..={MAX_MESSAGE_BYTES}",
+            DIFF_HEADER_BYTES + RUN_HEADER_BYTES + 1
+        );
+        DiffWriter {
+            page,
+            runs,
+            pending: None,
+            budget_bytes,
+            wrote_one: false,
+        }
+    }
+
+    /// Writes the next `Diff` payload (kind [`kind::DIFF`]) into `out`, cleared first;
+    /// returns false, writing nothing, once the diff is all written. The first call always
+    /// writes a message, even for an empty diff, because the release needs the sharing set
+    /// that the acknowledgement piggybacks (section 2.3.3).
+    ///
+    /// # Panics
+    ///
+    /// If an offset does not fit in 32 bits.
+    pub(crate) fn next_message(&mut self, out: &mut Vec<u8>) -> bool {
+        self.advance_if_idle();
+        if self.pending.is_none() && self.wrote_one {
+            return false;
+        }
+        self.wrote_one = true;
+        out.clear();
+        put_u32(out, self.page.0);
+        put_u32(out, 0);
+        let mut count = 0u32;
+        while let Some((offset, data)) = self.pending {
+            let room = self.budget_bytes - out.len();
+            let fits_here = RUN_HEADER_BYTES + data.len() <= room;
+            let fits_alone = RUN_HEADER_BYTES + data.len() <= self.budget_bytes - DIFF_HEADER_BYTES;
+            // Keep a run whole if a fresh message can hold it; cut only runs that no
+            // message can hold, and only when this one has room for some of their data.
+            if !fits_here && ((fits_alone && count > 0) || room <= RUN_HEADER_BYTES) {
+                break;
+            }
+            let take = data.len().min(room - RUN_HEADER_BYTES);
+            put_run(out, offset, &data[..take]);
+            count += 1;
+            self.pending = Some((offset + take, &data[take..]));
+            self.advance_if_idle();
+        }
+        out[4..8].copy_from_slice(&count.to_le_bytes());
+        true
+    }
+
+    /// Moves to the next non-empty run if the pending one is used up.
+    fn advance_if_idle(&mut self) {
+        while self.pending.is_none_or(|(_, data)| data.is_empty()) {
+            self.pending = self.runs.next();
+            if self.pending.is_none() {
+                return;
+            }
+        }
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_run(out: &mut Vec<u8>, offset: usize, data: &[u8]) {
+    let offset = u32::try_from(offset).expect("diff run offset exceeds u32");
+    let len = u32::try_from(data.len()).expect("diff run length exceeds u32");
+    put_u32(out, offset);
+    put_u32(out, len);
+    out.extend_from_slice(data);
+}
+
+fn put_piggyback(out: &mut Vec<u8>, meta: Piggyback) {
+    out.extend_from_slice(&meta.sharers.to_le_bytes());
+    out.push(u8::from(meta.home_writing));
+}
+
+/// Reads a record front to back, turning every short read into [`DecodeError::Truncated`]
+/// (with the bytes the record needs so far) instead of a panic.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+    record: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8], record: &'static str) -> Self {
+        Reader { buf, at: 0, record }
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.at.saturating_add(n);
+        let Some(b) = self.buf.get(self.at..end) else {
+            return Err(DecodeError::Truncated {
+                record: self.record,
+                needed: end,
+                got: self.buf.len(),
+            });
+        };
+        self.at = end;
+        Ok(b)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0; N];
+        a.copy_from_slice(self.bytes(N)?);
+        Ok(a)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        self.array().map(u64::from_le_bytes)
+    }
+
+    fn page(&mut self) -> Result<PageId, DecodeError> {
+        self.u32().map(PageId)
+    }
+
+    fn node(&mut self) -> Result<NodeId, DecodeError> {
+        let n = u16::from_le_bytes(self.array()?);
+        NodeId::new(n as usize).ok_or(DecodeError::BadNode {
+            record: self.record,
+            node: n,
+        })
+    }
+
+    fn flag(&mut self, field: &'static str) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            value => Err(DecodeError::BadFlag {
+                record: self.record,
+                field,
+                value,
+            }),
+        }
+    }
+
+    fn piggyback(&mut self) -> Result<Piggyback, DecodeError> {
+        Ok(Piggyback {
+            sharers: self.u64()?,
+            home_writing: self.flag("home_writing")?,
+        })
+    }
+
+    /// The bytes read since position `start`.
+    fn since(&self, start: usize) -> &'a [u8] {
+        self.buf.get(start..self.at).unwrap_or_default()
+    }
+
+    fn finish(self) -> Result<(), DecodeError> {
+        match self.buf.len() - self.at {
+            0 => Ok(()),
+            extra => Err(DecodeError::TrailingBytes {
+                record: self.record,
+                extra,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ALL_KINDS: [u16; 11] = [
+        kind::HOME,
+        kind::FETCH,
+        kind::DIFF,
+        kind::DROP,
+        kind::NOTICE,
+        kind::LOCK_ACQ,
+        kind::LOCK_REL,
+        kind::BARRIER,
+        kind::FLAG_SET,
+        kind::FLAG_WAIT,
+        kind::STOP,
+    ];
+
+    /// An owned mirror of [`Msg`], so proptest can generate values whose borrowed parts
+    /// need a buffer to live in.
+    #[derive(Clone, Debug)]
+    enum OwnedMsg {
+        HomeQuery(u32),
+        Fetch(u32, bool),
+        Diff(u32, Vec<(u32, Vec<u8>)>),
+        Drop(u32),
+        Notice(Vec<u32>),
+        LockAcquire(u32),
+        LockRelease(u32),
+        Barrier(u32, u64),
+        FlagSet(u32),
+        FlagWait(u32),
+        Shutdown,
+    }
+
+    impl OwnedMsg {
+        /// The borrowed message, its views encoded into `buf`.
+        fn view<'a>(&'a self, buf: &'a mut Vec<u8>) -> Msg<'a> {
+            match self {
+                OwnedMsg::HomeQuery(p) => Msg::HomeQuery { page: PageId(*p) },
+                OwnedMsg::Fetch(p, migrate) => Msg::Fetch {
+                    page: PageId(*p),
+                    migrate: *migrate,
+                },
+                OwnedMsg::Diff(p, runs) => Msg::Diff {
+                    page: PageId(*p),
+                    runs: DiffRuns::encode_from(
+                        runs.iter().map(|(o, d)| (*o as usize, d.as_slice())),
+                        buf,
+                    ),
+                },
+                OwnedMsg::Drop(p) => Msg::Drop { page: PageId(*p) },
+                OwnedMsg::Notice(pages) => Msg::Notice {
+                    pages: PageList::encode_from(pages.iter().map(|&p| PageId(p)), buf),
+                },
+                OwnedMsg::LockAcquire(l) => Msg::LockAcquire { lock: *l },
+                OwnedMsg::LockRelease(l) => Msg::LockRelease { lock: *l },
+                OwnedMsg::Barrier(b, e) => Msg::Barrier {
+                    barrier: *b,
+                    epoch: *e,
+                },
+                OwnedMsg::FlagSet(f) => Msg::FlagSet { flag: *f },
+                OwnedMsg::FlagWait(f) => Msg::FlagWait { flag: *f },
+                OwnedMsg::Shutdown => Msg::Shutdown,
+            }
+        }
+    }
+
+    fn owned_msg() -> impl Strategy<Value = OwnedMsg> {
+        let runs = prop::collection::vec(
+            (any::<u32>(), prop::collection::vec(any::<u8>(), 0..40)),
+            0..8,
+        );
+        prop_oneof![
+            any::<u32>().prop_map(OwnedMsg::HomeQuery),
+            (any::<u32>(), any::<bool>()).prop_map(|(p, m)| OwnedMsg::Fetch(p, m)),
+            (any::<u32>(), runs).prop_map(|(p, r)| OwnedMsg::Diff(p, r)),
+            any::<u32>().prop_map(OwnedMsg::Drop),
+            prop::collection::vec(any::<u32>(), 0..20).prop_map(OwnedMsg::Notice),
+            any::<u32>().prop_map(OwnedMsg::LockAcquire),
+            any::<u32>().prop_map(OwnedMsg::LockRelease),
+            (any::<u32>(), any::<u64>()).prop_map(|(b, e)| OwnedMsg::Barrier(b, e)),
+            any::<u32>().prop_map(OwnedMsg::FlagSet),
+            any::<u32>().prop_map(OwnedMsg::FlagWait),
+            Just(OwnedMsg::Shutdown),
+        ]
+    }
+
+    /// An owned mirror of [`Reply`].
+    #[derive(Clone, Debug)]
+    enum OwnedReply {
+        Ack,
+        Home(u16),
+        Page(Vec<u8>, Piggyback, bool),
+        Refused(Piggyback),
+        DiffAck(Piggyback),
+        Moved(u16),
+    }
+
+    impl OwnedReply {
+        fn view(&self) -> Reply<'_> {
+            match self {
+                OwnedReply::Ack => Reply::Ack,
+                OwnedReply::Home(n) => Reply::Home { home: NodeId(*n) },
+                OwnedReply::Page(data, meta, migrated) => Reply::Page {
+                    data,
+                    meta: *meta,
+                    migrated: *migrated,
+                },
+                OwnedReply::Refused(meta) => Reply::Refused { meta: *meta },
+                OwnedReply::DiffAck(meta) => Reply::DiffAck { meta: *meta },
+                OwnedReply::Moved(n) => Reply::Moved { home: NodeId(*n) },
+            }
+        }
+    }
+
+    fn owned_reply() -> impl Strategy<Value = OwnedReply> {
+        let meta = (any::<u64>(), any::<bool>()).prop_map(|(sharers, home_writing)| Piggyback {
+            sharers,
+            home_writing,
+        });
+        let node = 0..MAX_NODES as u16;
+        prop_oneof![
+            Just(OwnedReply::Ack),
+            node.clone().prop_map(OwnedReply::Home),
+            (
+                prop::collection::vec(any::<u8>(), 0..300),
+                meta.clone(),
+                any::<bool>()
+            )
+                .prop_map(|(d, m, g)| OwnedReply::Page(d, m, g)),
+            meta.clone().prop_map(OwnedReply::Refused),
+            meta.prop_map(OwnedReply::DiffAck),
+            node.prop_map(OwnedReply::Moved),
+        ]
+    }
+
+    fn encode_msg(m: &Msg<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        out
+    }
+
+    fn encode_reply(r: &Reply<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        r.encode(&mut out);
+        out
+    }
+
+    /// Runs laid out left to right from `(gap, len)` pairs, with data that differs between
+    /// runs, so a run moved or merged by mistake shows up.
+    fn lay_out(shape: &[(usize, usize)]) -> Vec<(usize, Vec<u8>)> {
+        let mut at = 0;
+        shape
+            .iter()
+            .map(|&(gap, len)| {
+                let offset = at + gap;
+                at = offset + len;
+                let data = (0..len).map(|i| (offset + i * 7) as u8).collect();
+                (offset, data)
+            })
+            .collect()
+    }
+
+    /// Every byte a list of runs writes, as (page offset, value), in order.
+    fn bytes_written<'d>(runs: impl Iterator<Item = (usize, &'d [u8])>) -> Vec<(usize, u8)> {
+        runs.flat_map(|(o, d)| d.iter().enumerate().map(move |(i, &b)| (o + i, b)))
+            .collect()
+    }
+
+    /// Splits `runs` with the budget; checks that each message fits and decodes as a diff of
+    /// `page`, and returns the decoded runs of all messages in order.
+    fn split(page: PageId, runs: &[(usize, Vec<u8>)], budget: usize) -> Vec<(usize, Vec<u8>)> {
+        let mut w =
+            DiffWriter::with_budget(page, runs.iter().map(|(o, d)| (*o, d.as_slice())), budget);
+        let mut out = Vec::new();
+        let mut decoded = Vec::new();
+        let mut messages = 0;
+        while w.next_message(&mut out) {
+            messages += 1;
+            assert!(
+                out.len() <= budget,
+                "{} bytes over a budget of {budget}",
+                out.len()
+            );
+            let Ok(Msg::Diff { page: p, runs }) = Msg::decode(kind::DIFF, &out) else {
+                panic!("the writer's message does not decode as a diff");
+            };
+            assert_eq!(p, page);
+            assert!(
+                messages == 1 || !runs.is_empty(),
+                "an empty message after the first"
+            );
+            decoded.extend(runs.iter().map(|(o, d)| (o as usize, d.to_vec())));
+        }
+        assert!(messages >= 1, "even an empty diff is one message");
+        decoded
+    }
+
+    #[test]
+    fn messages_have_these_bytes() {
+        let mut runs_buf = Vec::new();
+        let mut pages_buf = Vec::new();
+        let cases: [(Msg<'_>, u16, &[u8]); 5] = [
+            (
+                Msg::Fetch {
+                    page: PageId(0x0102_0304),
+                    migrate: true,
+                },
+                11,
+                &[4, 3, 2, 1, 1],
+            ),
+            (
+                Msg::Barrier {
+                    barrier: 5,
+                    epoch: 0x0807_0605_0403_0201,
+                },
+                22,
+                &[5, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+            ),
+            (
+                Msg::Diff {
+                    page: PageId(2),
+                    runs: DiffRuns::encode_from(
+                        [(3, &[0xaa, 0xbb][..]), (10, &[0xcc][..])],
+                        &mut runs_buf,
+                    ),
+                },
+                12,
+                &[
+                    2, 0, 0, 0, // page
+                    2, 0, 0, 0, // runs
+                    3, 0, 0, 0, 2, 0, 0, 0, 0xaa, 0xbb, // offset 3, 2 bytes
+                    10, 0, 0, 0, 1, 0, 0, 0, 0xcc, // offset 10, 1 byte
+                ],
+            ),
+            (
+                Msg::Notice {
+                    pages: PageList::encode_from([PageId(1), PageId(258)], &mut pages_buf),
+                },
+                14,
+                &[2, 0, 0, 0, 1, 0, 0, 0, 2, 1, 0, 0],
+            ),
+            (Msg::Shutdown, 30, &[]),
+        ];
+        for (msg, kind, bytes) in cases {
+            assert_eq!(msg.kind(), kind, "{msg:?}");
+            assert_eq!(encode_msg(&msg), bytes, "{msg:?}");
+            assert_eq!(Msg::decode(kind, bytes), Ok(msg));
+        }
+    }
+
+    #[test]
+    fn replies_have_these_bytes() {
+        let meta = Piggyback {
+            sharers: 0b101,
+            home_writing: true,
+        };
+        let cases: [(Reply<'_>, &[u8]); 4] = [
+            (Reply::Ack, &[0]),
+            (Reply::Home { home: NodeId(3) }, &[1, 3, 0]),
+            (
+                Reply::Page {
+                    data: &[9, 9],
+                    meta,
+                    migrated: false,
+                },
+                &[2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 9, 9],
+            ),
+            (Reply::DiffAck { meta }, &[4, 5, 0, 0, 0, 0, 0, 0, 0, 1]),
+        ];
+        for (reply, bytes) in cases {
+            assert_eq!(encode_reply(&reply), bytes, "{reply:?}");
+            assert_eq!(Reply::decode(bytes), Ok(reply));
+        }
+    }
+
+    #[test]
+    fn bad_messages_say_what_is_wrong() {
+        use DecodeError::*;
+        let cases: [(u16, &[u8], DecodeError); 7] = [
+            (99, &[], UnknownKind(99)),
+            (
+                kind::FETCH,
+                &[1, 0, 0, 0],
+                Truncated {
+                    record: "Fetch",
+                    needed: 5,
+                    got: 4,
+                },
+            ),
+            (
+                kind::FETCH,
+                &[1, 0, 0, 0, 2],
+                BadFlag {
+                    record: "Fetch",
+                    field: "migrate",
+                    value: 2,
+                },
+            ),
+            (
+                kind::DROP,
+                &[1, 0, 0, 0, 0],
+                TrailingBytes {
+                    record: "Drop",
+                    extra: 1,
+                },
+            ),
+            (
+                kind::STOP,
+                &[0],
+                TrailingBytes {
+                    record: "Shutdown",
+                    extra: 1,
+                },
+            ),
+            (
+                kind::NOTICE,
+                &[2, 0, 0, 0, 1, 0, 0, 0],
+                Truncated {
+                    record: "Notice",
+                    needed: 12,
+                    got: 8,
+                },
+            ),
+            // One run that claims 5 bytes and has 1.
+            (
+                kind::DIFF,
+                &[0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1],
+                Truncated {
+                    record: "Diff",
+                    needed: 21,
+                    got: 17,
+                },
+            ),
+        ];
+        for (kind, bytes, err) in cases {
+            assert_eq!(Msg::decode(kind, bytes), Err(err), "kind {kind}, {bytes:?}");
+        }
+        assert_eq!(
+            Msg::decode(kind::FETCH, &[1, 0, 0, 0])
+                .unwrap_err()
+                .to_string(),
+            "truncated Fetch record: it needs 5 bytes, the payload has 4"
+        );
+    }
+
+    #[test]
+    fn bad_replies_say_what_is_wrong() {
+        use DecodeError::*;
+        let cases: [(&[u8], DecodeError); 5] = [
+            (
+                &[],
+                Truncated {
+                    record: "reply",
+                    needed: 1,
+                    got: 0,
+                },
+            ),
+            (&[9], UnknownReplyTag(9)),
+            (
+                &[5, 32, 0],
+                BadNode {
+                    record: "Moved reply",
+                    node: 32,
+                },
+            ),
+            (
+                &[0, 0],
+                TrailingBytes {
+                    record: "Ack reply",
+                    extra: 1,
+                },
+            ),
+            (
+                &[3, 0, 0, 0, 0, 0, 0, 0, 0, 7],
+                BadFlag {
+                    record: "Refused reply",
+                    field: "home_writing",
+                    value: 7,
+                },
+            ),
+        ];
+        for (bytes, err) in cases {
+            assert_eq!(Reply::decode(bytes), Err(err), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn check_rejects_runs_outside_the_page() {
+        let mut buf = Vec::new();
+        let edge = DiffRuns::encode_from([(4090, &[1u8; 6][..])], &mut buf);
+        assert_eq!(edge.check(4096), Ok(()));
+        let over = DiffRuns::encode_from([(0, &[][..]), (4090, &[1u8; 7][..])], &mut buf);
+        assert_eq!(
+            over.check(4096),
+            Err(DecodeError::RunOutsidePage {
+                offset: 4090,
+                len: 7,
+                page_bytes: 4096
+            })
+        );
+        // An offset near u32::MAX must not wrap around to a small end.
+        let far = DiffRuns::encode_from([(u32::MAX as usize, &[1u8][..])], &mut buf);
+        assert!(far.check(1 << 16).is_err());
+    }
+
+    #[test]
+    fn a_whole_64k_page_diff_fits_the_messages() {
+        let page = vec![0x5a; 1 << 16];
+        let runs = vec![(0, page)];
+        let decoded = split(PageId(1), &runs, MAX_MESSAGE_BYTES);
+        // The run is longer than a message can hold, so it is cut into the fewest pieces.
+        assert_eq!(decoded.len(), (1usize << 16).div_ceil(MAX_DIFF_DATA_BYTES));
+        assert_eq!(
+            bytes_written(decoded.iter().map(|(o, d)| (*o, d.as_slice()))),
+            bytes_written(runs.iter().map(|(o, d)| (*o, d.as_slice())))
+        );
+    }
+
+    #[test]
+    fn an_empty_diff_is_one_empty_message() {
+        let mut w = DiffWriter::new(PageId(7), std::iter::empty());
+        let mut out = Vec::new();
+        assert!(w.next_message(&mut out));
+        assert_eq!(out, [7, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(!w.next_message(&mut out));
+    }
+
+    proptest! {
+        #[test]
+        fn messages_round_trip(owned in owned_msg()) {
+            let mut buf = Vec::new();
+            let msg = owned.view(&mut buf);
+            let bytes = encode_msg(&msg);
+            let back = Msg::decode(msg.kind(), &bytes);
+            prop_assert_eq!(&back, &Ok(msg));
+            // The views iterate back to the owned values.
+            match (&owned, back) {
+                (OwnedMsg::Diff(_, runs), Ok(Msg::Diff { runs: view, .. })) => {
+                    let got: Vec<_> = view.iter().map(|(o, d)| (o, d.to_vec())).collect();
+                    prop_assert_eq!(&got, runs);
+                    prop_assert_eq!(view.len(), runs.len());
+                }
+                (OwnedMsg::Notice(pages), Ok(Msg::Notice { pages: view })) => {
+                    let got: Vec<u32> = view.iter().map(|p| p.0).collect();
+                    prop_assert_eq!(&got, pages);
+                    prop_assert_eq!(view.len(), pages.len());
+                }
+                _ => {}
+            }
+        }
+
+        #[test]
+        fn replies_round_trip(owned in owned_reply()) {
+            let reply = owned.view();
+            let bytes = encode_reply(&reply);
+            prop_assert_eq!(Reply::decode(&bytes), Ok(reply));
+        }
+
+        #[test]
+        fn every_strict_prefix_of_a_message_is_truncated(owned in owned_msg()) {
+            let mut buf = Vec::new();
+            let msg = owned.view(&mut buf);
+            let bytes = encode_msg(&msg);
+            for cut in 0..bytes.len() {
+                let got = Msg::decode(msg.kind(), &bytes[..cut]);
+                prop_assert!(
+                    matches!(got, Err(DecodeError::Truncated { .. })),
+                    "{:?} cut at {}: {:?}", msg, cut, got
+                );
+            }
+        }
+
+        #[test]
+        fn every_strict_prefix_of_a_reply_is_truncated(owned in owned_reply()) {
+            let reply = owned.view();
+            let bytes = encode_reply(&reply);
+            for cut in 0..bytes.len() {
+                let got = Reply::decode(&bytes[..cut]);
+                prop_assert!(
+                    matches!(got, Err(DecodeError::Truncated { .. })),
+                    "{:?} cut at {}: {:?}", reply, cut, got
+                );
+            }
+        }
+
+        #[test]
+        fn garbage_messages_never_panic(
+            kind in prop_oneof![any::<u16>(), prop::sample::select(&ALL_KINDS[..])],
+            bytes in prop::collection::vec(any::<u8>(), 0..64),
+        ) {
+            if let Ok(msg) = Msg::decode(kind, &bytes) {
+                // What decodes is canonical, and its views are safe to walk.
+                prop_assert_eq!(msg.kind(), kind);
+                prop_assert_eq!(&encode_msg(&msg), &bytes);
+                match msg {
+                    Msg::Diff { runs, .. } => {
+                        prop_assert_eq!(runs.iter().count(), runs.len());
+                        let _ = runs.check(4096);
+                    }
+                    Msg::Notice { pages } => prop_assert_eq!(pages.iter().count(), pages.len()),
+                    _ => {}
+                }
+            }
+        }
+
+        #[test]
+        fn corrupted_messages_never_panic(
+            owned in owned_msg(),
+            at in any::<prop::sample::Index>(),
+            value in any::<u8>(),
+        ) {
+            // Random bytes rarely get past a count field; a valid record with one byte
+            // changed reaches the deeper paths of the decoder.
+            let mut buf = Vec::new();
+            let msg = owned.view(&mut buf);
+            let mut bytes = encode_msg(&msg);
+            if !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] = value;
+            }
+            if let Ok(Msg::Diff { runs, .. }) = Msg::decode(msg.kind(), &bytes) {
+                prop_assert_eq!(runs.iter().count(), runs.len());
+                let _ = runs.check(1 << 16);
+            }
+        }
+
+        #[test]
+        fn garbage_replies_never_panic(
+            tag in prop_oneof![any::<u8>(), 0u8..6],
+            rest in prop::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = vec![tag];
+            bytes.extend(rest);
+            if let Ok(reply) = Reply::decode(&bytes) {
+                prop_assert_eq!(&encode_reply(&reply), &bytes);
+            }
+        }
+
+        #[test]
+        fn a_split_diff_round_trips_and_fits(
+            shape in prop::collection::vec((0usize..3000, 1usize..30_000), 0..6),
+            budget in prop_oneof![17usize..300, Just(MAX_MESSAGE_BYTES)],
+        ) {
+            let runs = lay_out(&shape);
+            let decoded = split(PageId(3), &runs, budget);
+            prop_assert_eq!(
+                bytes_written(decoded.iter().map(|(o, d)| (*o, d.as_slice()))),
+                bytes_written(runs.iter().map(|(o, d)| (*o, d.as_slice())))
+            );
+            // Runs that a message can hold whole arrive whole.
+            let room = budget - DIFF_HEADER_BYTES - RUN_HEADER_BYTES;
+            if runs.iter().all(|(_, d)| d.len() <= room) {
+                prop_assert_eq!(decoded, runs);
+            }
+        }
+    }
+}
