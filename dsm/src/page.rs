@@ -169,9 +169,18 @@ impl PageTable {
         (h != NO_HOME).then_some(h as usize)
     }
 
-    /// Records `home` as `p`'s home in the page state and its hint. The caller holds the
-    /// page lock (`st` is its guard's state).
+    /// Records `home` as `p`'s home in the page state and its hint, clearing a pending
+    /// migration mark in the same store. The caller holds the page lock (`st` is its
+    /// guard's state).
     pub fn set_home(&self, p: u32, st: &mut PageState, home: usize) {
+        crate::engine::trace(|| {
+            format!(
+                "set_home page {p} : {} -> {home} (hint {:#x}) at {:?}",
+                st.home,
+                self.hints[p as usize].load(Ordering::Relaxed),
+                std::thread::current().name()
+            )
+        });
         if st.home != NO_HOME && st.home as usize != home {
             st.home_epoch += 1;
         }
@@ -182,6 +191,13 @@ impl PageTable {
     /// First touch: `p`'s home is `home`, learned without the page lock. Only moves the hint
     /// from "unknown"; returns the home the hint holds afterwards.
     pub fn learn_first_home(&self, p: u32, home: usize) -> usize {
+        crate::engine::trace(|| {
+            format!(
+                "learn_first page {p} : {home} (hint {:#x}) at {:?}",
+                self.hints[p as usize].load(Ordering::Relaxed),
+                std::thread::current().name()
+            )
+        });
         match self.hints[p as usize].compare_exchange(
             NO_HOME as u32,
             home as u32,

@@ -4,15 +4,24 @@
 //! shared and falsely shared): in every round each processor writes the words a seeded
 //! partition gives it, adds to lock-protected counters, and publishes a block behind a
 //! flag; after a barrier every processor checks every word against the sequential model.
+//! Two more patterns exercise the variants' optimizations: *solo* pages, each written by
+//! one processor for the whole run and read by all after each round (exclusive mode, and
+//! under the -Mg variants one migration to the writer), and *wide* pages, written by a
+//! rotating processor and then read by every processor at once (adaptive broadcast). The
+//! random partition moves every word's owner at every round, so pages ping-pong between
+//! writers (many migrations).
 //! A failure names its seed; `DSM_SEED=<seed>` replays just that seed.
 
 use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
-use protocol_variants::{CSM_DMS, CSM_MS, CSM_NONE, CSM_S};
+use protocol_variants::{ALL, CSM_DMS, CSM_MS, CSM_NONE, CSM_S};
 
 const WORDS: usize = 1536; // three 4 KiB pages of u64... plus a bit: 12 KiB
 const COUNTERS: usize = 64;
 const LOCKS: usize = 8;
 const ROUNDS: usize = 4;
+/// u64 words in one 4 KiB page.
+const PAGE_WORDS: usize = 512;
+const WIDE_PAGES: usize = 2;
 
 struct Rng(u64);
 impl Rng {
@@ -66,6 +75,8 @@ fn run_program(
         let words = s.alloc_named::<u64>(WORDS, "words");
         let counters = s.alloc_named::<u64>(COUNTERS, "counters");
         let published = s.alloc_named::<u64>(ROUNDS * 16, "published");
+        let solo = s.alloc_named::<u64>(nprocs * PAGE_WORDS, "solo");
+        let wide = s.alloc_named::<u64>(WIDE_PAGES * PAGE_WORDS, "wide");
         let locks = s.locks(LOCKS);
         let flags = s.flags(ROUNDS);
         let bar = s.barrier();
@@ -82,6 +93,16 @@ fn run_program(
                 }
                 for &w in &mine {
                     words.set(w, value(round, w, me));
+                }
+                // Solo page: only this processor ever writes it.
+                for k in 0..PAGE_WORDS {
+                    solo.set(me * PAGE_WORDS + k, value(round, k, me));
+                }
+                // Wide pages: one writer per round, read by everyone after the barrier.
+                if me == (round * 7 + seed as usize) % nprocs {
+                    for k in 0..WIDE_PAGES * PAGE_WORDS {
+                        wide.set(k, value(round, k, 77));
+                    }
                 }
                 // Lock-protected counters.
                 for (c, add) in increments(seed, round, me) {
@@ -107,6 +128,20 @@ fn run_program(
                     }
                 }
                 bar.wait(p);
+                for k in 0..WIDE_PAGES * PAGE_WORDS {
+                    let got = wide.get(k);
+                    if got != value(round, k, 77) {
+                        return Err(format!("proc {me}, round {round}: wide word {k} = {got:#x}"));
+                    }
+                }
+                for q in 0..nprocs {
+                    for k in (0..PAGE_WORDS).step_by(61) {
+                        let got = solo.get(q * PAGE_WORDS + k);
+                        if got != value(round, k, q) {
+                            return Err(format!("proc {me}, round {round}: solo page of proc {q}, word {k} = {got:#x}"));
+                        }
+                    }
+                }
                 for (w, &o) in own.iter().enumerate() {
                     let got = words.get(w);
                     if got != value(round, w, o) {
@@ -154,12 +189,25 @@ fn backends() -> Vec<FaultBackend> {
     }
 }
 
+/// The cluster shapes a seed runs: the classic 2-4 nodes x 1 and 2 processors, or with
+/// `wide`, 2-8 nodes x 1-4 processors (one shape per seed).
+fn shapes(seed: u64, wide: bool) -> Vec<(usize, usize)> {
+    if wide {
+        vec![(2 + (seed as usize % 7), 1 + (seed as usize / 7) % 4)]
+    } else {
+        vec![(2 + (seed as usize % 3), 1), (2 + (seed as usize % 3), 2)]
+    }
+}
+
 fn sweep(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>) {
+    sweep_shapes(protos, mode, seed_range, false)
+}
+
+fn sweep_shapes(protos: &[Protocol], mode: ExecMode, seed_range: std::ops::Range<u64>, wide: bool) {
     for backend in backends() {
         for seed in seeds(seed_range.clone()) {
             for &proto in protos {
-                for procs in [1, 2] {
-                    let nodes = 2 + (seed as usize % 3);
+                for (nodes, procs) in shapes(seed, wide) {
                     if std::env::var_os("DSM_TRACE_CASES").is_some() {
                         eprintln!(
                             "case: seed {seed} {} {nodes}x{procs} {mode} {backend}",
@@ -192,4 +240,24 @@ fn random_programs_match_the_model_with_processes() {
 #[test]
 fn random_programs_match_the_model_under_the_mixed_variants() {
     sweep(&[CSM_MS, CSM_S], ExecMode::Threads, 2000..2016);
+}
+
+#[test]
+fn random_programs_match_the_model_under_all_seven_variants_with_threads() {
+    sweep_shapes(&ALL, ExecMode::Threads, 3000..3014, true);
+}
+
+#[test]
+fn random_programs_match_the_model_under_all_seven_variants_with_processes() {
+    sweep_shapes(&ALL, ExecMode::Processes, 4000..4004, true);
+}
+
+#[test]
+fn random_programs_match_the_model_under_migration_and_broadcast() {
+    use protocol_variants::{CSM_ADB, CSM_MS_MG, CSM_NONE_MG};
+    sweep(
+        &[CSM_MS_MG, CSM_NONE_MG, CSM_ADB],
+        ExecMode::Threads,
+        5000..5012,
+    );
 }

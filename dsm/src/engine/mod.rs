@@ -53,6 +53,16 @@ use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use crate::wire::kind;
 
+/// Debug trace of home changes (set `DSM_TRACE_HOMES=1`), dumped when a protocol check fails.
+pub(crate) static TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+pub(crate) fn trace(f: impl FnOnce() -> String) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("DSM_TRACE_HOMES").is_some()) {
+        TRACE.lock().unwrap_or_else(|e| e.into_inner()).push(f());
+    }
+}
+
 /// A shared allocation, for error messages.
 #[derive(Clone, Debug)]
 pub(crate) struct Allocation {
@@ -467,6 +477,9 @@ impl Node {
     /// The home stops writing `p` (its release downgrades the page, or a fetch ends its
     /// exclusive mode): write-protect it and clear the directory's bit.
     fn home_stops_writing(&self, p: u32, st: &mut PageState) {
+        // Every write the home made to the master copy happened since it started writing:
+        // copies broadcast meanwhile (2.3.6) may lack some, so they become invalid.
+        self.broadcast_modified(p);
         self.protector.set(p, Access::Read);
         st.access = Access::Read;
         st.dirty = false;
@@ -512,7 +525,10 @@ impl Node {
                 },
                 &mut out,
             );
-            if migrate {
+            // A granted migration turns the pending mark into this node's home in one
+            // store (`become_home`); clearing it first would let a handler, for an
+            // instant, redirect a request for the page back to the old home.
+            if migrate && !matches!(reply, Reply::Page { migrated: true, .. }) {
                 self.pages.set_pending(p, false);
             }
             match reply {
@@ -546,7 +562,18 @@ impl Node {
                     if to == self.id {
                         // The home moved here meanwhile: only our own request can do
                         // that, and we hold the lock, so this is a protocol error.
-                        panic!("node {}: page {p} redirected to this node", self.id);
+                        for l in TRACE
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .iter()
+                            .filter(|l| l.contains(&format!("page {p} ")))
+                        {
+                            eprintln!("{l}");
+                        }
+                        panic!(
+                            "node {}: page {p} redirected to this node by node {home} (migrate: {migrate}, state {:?})",
+                            self.id, **st
+                        );
                     }
                 }
                 r => panic!("node {}: unexpected reply to a fetch: {r:?}", self.id),
