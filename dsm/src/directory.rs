@@ -192,7 +192,14 @@ impl Directory {
             Directory::HomeHeld(_) => {
                 // One-way: the ring is FIFO, so a later fetch from us arrives after it.
                 node.net
-                    .send(home, kind::DROP, my_slot(node), 0, &p.to_le_bytes())
+                    .send_via(
+                        &node.seam(),
+                        home,
+                        kind::DROP,
+                        my_slot(node),
+                        0,
+                        &p.to_le_bytes(),
+                    )
                     .unwrap_or_else(|e| panic!("{e}"));
             }
         }

@@ -33,23 +33,12 @@ use crate::fault::Protector;
 use crate::net::{Inbound, MsgError, Net, Region, Tx};
 use crate::stats::{Clock, NodeCounters};
 use crate::sync::SyncState;
+use crate::wait::{Seam, SeamLock, Serve, WaitFor};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Message kinds of the engine and the message-based strategies.
-pub(crate) mod kind {
-    pub const HOME: u16 = 10;
-    pub const FETCH: u16 = 11;
-    pub const DIFF: u16 = 12;
-    pub const DROP: u16 = 13;
-    pub const NOTICE: u16 = 14;
-    pub const LOCK_ACQ: u16 = 20;
-    pub const LOCK_REL: u16 = 21;
-    pub const BARRIER: u16 = 22;
-    pub const FLAG_SET: u16 = 23;
-    pub const FLAG_WAIT: u16 = 24;
-    pub const STOP: u16 = 30;
-}
+pub(crate) use crate::kinds as kind;
 
 pub(crate) const NO_HOME: u8 = u8::MAX;
 
@@ -122,8 +111,8 @@ pub(crate) struct Node {
     /// Pages flushed before being dropped, whose write notices are owed at the next release,
     /// with the sharers to notify.
     owed: Mutex<Vec<(u32, u64)>>,
-    releasing: Mutex<()>,
-    acquiring: Mutex<()>,
+    releasing: SeamLock<()>,
+    acquiring: SeamLock<()>,
     pub dir: Directory,
     pub sync: SyncState,
     pub regions: Regions,
@@ -186,8 +175,8 @@ impl Node {
             homes: (0..npages).map(|_| AtomicU8::new(NO_HOME)).collect(),
             dirty: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
-            releasing: Mutex::new(()),
-            acquiring: Mutex::new(()),
+            releasing: SeamLock::new(()),
+            acquiring: SeamLock::new(()),
             dir,
             sync,
             regions,
@@ -425,7 +414,11 @@ impl Node {
         // One release at a time per node: a processor whose writes another processor's
         // release is flushing must not complete its own release before that flush and its
         // notices are done.
-        let _one = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
+        let seam = self.seam();
+        let _one = self
+            .releasing
+            .lock(&seam, WaitFor::Serialize { what: "release" })
+            .unwrap_or_else(|e| Self::net_err(e));
         let pages = std::mem::take(&mut *self.dirty.lock().expect("poisoned"));
         let mut noticed = Vec::with_capacity(pages.len());
         for p in pages {
@@ -535,7 +528,11 @@ impl Node {
     pub fn acquire(&self) {
         // One acquire at a time per node: notices are taken node-wide, so a second acquirer
         // must not return before the first has invalidated what it took.
-        let _one = self.acquiring.lock().unwrap_or_else(|e| e.into_inner());
+        let seam = self.seam();
+        let _one = self
+            .acquiring
+            .lock(&seam, WaitFor::Serialize { what: "acquire" })
+            .unwrap_or_else(|e| Self::net_err(e));
         let (pages, all) = self.dir.take_notices(self);
         if all {
             for p in 0..self.npages as u32 {
@@ -582,6 +579,12 @@ impl Node {
     // The service thread.
     // -------------------------------------------------------------------------------
 
+    /// This node's wait seam for a processor: it serves the node's incoming messages while
+    /// it waits (see [`crate::wait`]).
+    pub fn seam(&self) -> Seam<'_> {
+        self.net.seam().serving(self)
+    }
+
     /// Sends a request and waits for its reply, serving this node's incoming messages
     /// while it waits. Safe because handlers take only home pages' locks (never held by a
     /// processor that waits on the network) and never wait themselves.
@@ -593,52 +596,29 @@ impl Node {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         self.net
-            .request_polling(to, k, my_slot(self), payload, out, &mut || {
-                self.net.poll(|m| self.handle(m))
-            })
+            .request_via(&self.seam(), to, k, my_slot(self), payload, out)
     }
 
-    /// Waits until `ready()` holds, serving this node's messages while it spins.
-    pub fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), MsgError> {
-        for i in 0..4_000u32 {
-            if ready() {
-                return Ok(());
-            }
-            if i % 64 == 0 {
-                self.net.poll(|m| self.handle(m));
-            }
-            // Spin, then yield between checks (see Messenger::wait_reply).
-            if i < 400 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        self.net.wait_until(0, ready)
-    }
-
-    /// Runs the service loop until [`Node::stop_service`]: polls, spins briefly, then parks.
+    /// Runs the service loop until [`Node::stop_service`]: handles messages as they come,
+    /// and waits for more through the seam (which gives up if the cluster aborts).
     pub fn serve(&self) {
-        let mut idle_rounds = 0u32;
-        while !self.stopping.load(Ordering::Acquire) && !self.net.fabric().aborted() {
-            let n = self.net.poll(|m| self.handle(m));
-            if n > 0 {
-                idle_rounds = 0;
+        let seam = self.net.seam();
+        while !self.stopping.load(Ordering::Acquire) {
+            if self.net.poll(|m| self.handle(m)) > 0 {
                 continue;
             }
-            idle_rounds += 1;
-            if idle_rounds > 64 {
-                self.net
-                    .wait_for_messages(2_000, std::time::Duration::from_millis(50));
-            } else {
-                std::hint::spin_loop();
+            let more = seam.until(WaitFor::Messages, || {
+                self.stopping.load(Ordering::Acquire) || self.net.has_messages()
+            });
+            if more.is_err() {
+                return;
             }
         }
     }
 
     pub fn stop_service(&self) {
         self.stopping.store(true, Ordering::Release);
-        self.net.ring_own_bell();
+        self.net.seam().wake();
     }
 
     fn reply(&self, m: &Inbound<'_>, payload: &[u8]) {
@@ -719,5 +699,12 @@ impl Node {
     /// True if this node is known to be `p`'s home.
     pub fn is_home(&self, p: u32) -> bool {
         self.homes[p as usize].load(Ordering::Acquire) == self.id as u8
+    }
+}
+
+impl Serve for Node {
+    /// Handles this node's waiting messages: what a processor does while it waits.
+    fn serve(&self) -> usize {
+        self.net.poll(|m| self.handle(m))
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Layers, bottom up: [`sys`] (the only door to the operating system), [`net`] (a
 //! simulated Memory Channel network), [`launch`] (clusters of nodes as threads or
-//! processes).
+//! processes). `wait` is the one place where any of them blocks a thread.
 
 mod api;
 mod config;
@@ -10,11 +10,13 @@ pub mod diff;
 mod directory;
 mod engine;
 mod fault;
+mod kinds;
 pub mod launch;
 pub mod net;
 pub mod stats;
 pub mod sync;
 pub mod sys;
+mod wait;
 
 pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
