@@ -331,6 +331,13 @@ pub(crate) fn unlock_word(word: &AtomicU32) {
     word.store(0, Ordering::Release);
 }
 
+/// Gives the core away once, to shake up the interleaving of threads: the ordering tests'
+/// traced transmits do it between receivers, so that a missing lock shows as a reordering.
+/// It waits for nothing.
+pub(crate) fn perturb_schedule() {
+    std::thread::yield_now();
+}
+
 /// The launcher's pause between looks at its children: it is not a node's thread and
 /// waits for nothing in the fabric, so it just gives the host a few milliseconds.
 pub(crate) fn launcher_pause() {

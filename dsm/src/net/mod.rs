@@ -748,7 +748,7 @@ impl Net {
                     self.fabric.trace_arrival(r, tag);
                     // Tracing also perturbs the schedule between receivers, so that a
                     // missing lock shows up as a reordering in the ordering tests.
-                    std::thread::yield_now();
+                    wait::perturb_schedule();
                 }
             }
         };
