@@ -39,8 +39,8 @@
 //! | a message lands in a ring               | the sender                  | the receiver's  |
 //! | a consumer frees ring space             | the consumer                | the producer's  |
 //! | a synchronization word is written       | the writer (`Net::ring_bells`) | every receiver's that may wait |
-//! | a [`SeamLock`] is unlocked with waiters | the unlocker                | its own         |
-//! | a node-local barrier completes          | the last arriver            | its own         |
+//! | a [`SeamLock`] is unlocked              | the unlocker                | its own (only if one of its waiters is parked) |
+//! | a node-local barrier completes          | the last arriver            | its own (only if one of its waiters is parked) |
 //! | the service thread is told to stop      | the stopper                 | its own         |
 //! | the cluster aborts                      | `Fabric::abort`             | every node's    |
 //!
@@ -209,6 +209,12 @@ impl<'a> Seam<'a> {
         wake(self.fabric, self.node);
     }
 
+    /// Wakes this node's parked threads if a waiter counted in `flag` is among them (see
+    /// [`Seam::until_flagged`]): a node-local event need not wake the idle service thread.
+    pub(crate) fn wake_flagged(&self, flag: &AtomicU32) {
+        wake_flagged(self.fabric, self.node, flag);
+    }
+
     fn serve_now(&self) {
         if let Some(s) = self.serve {
             s.serve();
@@ -355,12 +361,13 @@ pub(crate) fn launcher_pause() {
 ///
 /// Unlocking happens-before the next successful lock: everything the holder did is
 /// visible to the next holder. Unlock wakes parked waiters: it stores `held = false`, then
-/// (SeqCst, against the waiter's SeqCst registration in `waiters`) rings the node's bell
-/// only if some waiter is registered, so an uncontended unlock costs one store and one load.
+/// rings the node's bell only if a waiter of this lock is parked (`parked`, the flag of
+/// [`Seam::until_flagged`]), so an unlock costs one store, one fence and one load unless
+/// somebody sleeps on it.
 pub(crate) struct SeamLock<T> {
     held: AtomicBool,
-    /// Lockers on the slow path; an unlock with waiters rings the bell.
-    waiters: AtomicU32,
+    /// Waiters of this lock parked on the bell right now.
+    parked: AtomicU32,
     value: UnsafeCell<T>,
 }
 
@@ -378,7 +385,7 @@ impl<T> SeamLock<T> {
     pub(crate) fn new(value: T) -> SeamLock<T> {
         SeamLock {
             held: AtomicBool::new(false),
-            waiters: AtomicU32::new(0),
+            parked: AtomicU32::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -412,9 +419,7 @@ impl<T> SeamLock<T> {
         if let Some(g) = self.try_lock(seam) {
             return Ok(g);
         }
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let r = seam.until(what, || self.take());
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        let r = seam.until_flagged(what, &self.parked, || self.take());
         r.map(|()| SeamGuard {
             lock: self,
             seam: *seam,
@@ -424,9 +429,7 @@ impl<T> SeamLock<T> {
     /// Frees the lock and wakes parked waiters if any are registered.
     fn unlock(&self, seam: &Seam<'_>) {
         self.held.store(false, Ordering::SeqCst);
-        if self.waiters.load(Ordering::SeqCst) != 0 {
-            seam.wake();
-        }
+        seam.wake_flagged(&self.parked);
     }
 }
 

@@ -86,6 +86,8 @@ enum Flavor {
 struct LocalBarrier {
     arrived: AtomicUsize,
     round: AtomicU64,
+    /// Waiters parked on the doorbell, so that completing the barrier rings only for them.
+    parked: AtomicU32,
 }
 
 pub(crate) struct SyncState {
@@ -174,9 +176,11 @@ impl SyncState {
         let round = local.round.load(Ordering::Acquire);
         if local.arrived.fetch_add(1, Ordering::AcqRel) + 1 < host.procs() {
             Clock::wait(|| {
-                wait_until(host, WaitFor::LocalBarrier { id: b }, || {
-                    local.round.load(Ordering::Acquire) != round
-                })
+                host.seam()
+                    .until_flagged(WaitFor::LocalBarrier { id: b }, &local.parked, || {
+                        local.round.load(Ordering::Acquire) != round
+                    })
+                    .unwrap_or_else(|e| panic!("{e}"))
             });
             return;
         }
@@ -191,7 +195,7 @@ impl SyncState {
         host.acquire();
         NodeCounters::bump(&host.counters().barriers);
         local.round.store(epoch, Ordering::Release);
-        host.seam().wake();
+        host.seam().wake_flagged(&local.parked);
     }
 
     pub fn flag_set<H: SyncHost + ?Sized>(&self, host: &H, f: usize) {
