@@ -37,7 +37,7 @@ use crate::fault::Protector;
 use crate::launch::{launch, ExecMode, LaunchSpec, NodeCtx};
 use crate::net::{Backing, Net};
 use crate::stats::{Breakdown, Clock, Counters};
-use crate::sync::SyncState;
+use crate::sync::{SyncHost, SyncState};
 use crate::sys;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -159,19 +159,19 @@ pub struct Flag {
 impl Lock {
     /// Acquires the lock (an acquire: see [`crate::sync`] for what becomes visible).
     pub fn acquire(&self, p: &Proc) {
-        p.node.sync.lock_acquire(&p.node, self.id, p.id);
+        p.node.sync.lock_acquire(&*p.node, self.id, p.id);
     }
 
     /// Releases the lock. Panics with a clear message if `p` does not hold it.
     pub fn release(&self, p: &Proc) {
-        if let Err(e) = p.node.sync.lock_release(&p.node, self.id, p.id) {
+        if let Err(e) = p.node.sync.lock_release(&*p.node, self.id, p.id) {
             panic!("{e}");
         }
     }
 
     /// Releases the lock, or says why it cannot.
     pub fn try_release(&self, p: &Proc) -> Result<(), crate::sync::SyncError> {
-        p.node.sync.lock_release(&p.node, self.id, p.id)
+        p.node.sync.lock_release(&*p.node, self.id, p.id)
     }
 
     /// Acquires the lock and returns a guard that releases it.
@@ -197,19 +197,19 @@ impl Drop for LockGuard<'_> {
 impl Barrier {
     /// Waits until every processor of the cluster has arrived.
     pub fn wait(&self, p: &Proc) {
-        p.node.sync.barrier(&p.node, self.id);
+        p.node.sync.barrier(&*p.node, self.id);
     }
 }
 
 impl Flag {
     /// Sets the flag (a release first). Flags are write-once.
     pub fn set(&self, p: &Proc) {
-        p.node.sync.flag_set(&p.node, self.id);
+        p.node.sync.flag_set(&*p.node, self.id);
     }
 
     /// Waits until the flag is set (an acquire after).
     pub fn wait(&self, p: &Proc) {
-        p.node.sync.flag_wait(&p.node, self.id);
+        p.node.sync.flag_wait(&*p.node, self.id);
     }
 }
 
@@ -799,7 +799,7 @@ where
                         };
                         // The engine's final barrier: no node stops serving while others
                         // may still need its pages.
-                        p.node.sync.barrier(&p.node, nbarriers - 1);
+                        p.node.sync.barrier(&*p.node, nbarriers - 1);
                         let breakdown = Clock::stop();
                         SLOT.with(|c| c.set(None));
                         sys::drop_alt_stack();
@@ -856,4 +856,36 @@ where
     drop(node);
     drop(view);
     Ok(bytes)
+}
+
+/// The engine as the synchronization strategies see it (`crate::sync`, "The engine's
+/// interface").
+impl SyncHost for Node {
+    fn net(&self) -> &crate::net::Net {
+        &self.net
+    }
+    fn node(&self) -> usize {
+        self.id
+    }
+    fn nodes(&self) -> usize {
+        self.nodes
+    }
+    fn procs(&self) -> usize {
+        self.procs
+    }
+    fn counters(&self) -> &crate::stats::NodeCounters {
+        &self.counters
+    }
+    fn slot(&self) -> u16 {
+        crate::engine::my_slot(self)
+    }
+    fn seam(&self) -> crate::wait::Seam<'_> {
+        Node::seam(self)
+    }
+    fn release(&self) {
+        Node::release(self)
+    }
+    fn acquire(&self) {
+        Node::acquire(self)
+    }
 }

@@ -26,7 +26,6 @@ use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// How the nodes of a cluster run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -328,11 +327,7 @@ fn launch_processes(
 
 /// The launcher's polling interval: failures are reported well within a second.
 fn wait_a_little() {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(2) {
-        std::thread::yield_now();
-    }
-    std::thread::park_timeout(Duration::from_millis(3));
+    crate::wait::launcher_pause();
 }
 
 fn stop_all(fabric: &Fabric, children: &mut [Option<std::process::Child>]) {
@@ -464,20 +459,12 @@ pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::M
         .status(node)
         .state
         .store(node_state::READY, Ordering::Release);
+    // Nodes parked in this barrier wait for our state: wake them.
     let nodes = fabric.layout().nodes;
+    for n in 0..nodes {
+        crate::wait::wake(fabric, n);
+    }
     let ready =
         || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
-    let mut spins = 0u32;
-    while !ready() {
-        if fabric.aborted() {
-            return Err(crate::net::MsgError::Aborted);
-        }
-        spins += 1;
-        if spins < 1000 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-    Ok(())
+    crate::wait::Seam::new(fabric, node).until(crate::wait::WaitFor::Startup, ready)
 }

@@ -2,7 +2,7 @@
 //!
 //! Layers, bottom up: [`sys`] (the only door to the operating system), [`net`] (a
 //! simulated Memory Channel network), [`launch`] (clusters of nodes as threads or
-//! processes).
+//! processes). `wait` is the one place where any of them blocks a thread.
 
 mod api;
 mod broadcast;
@@ -18,6 +18,7 @@ mod page;
 pub mod stats;
 pub mod sync;
 pub mod sys;
+mod wait;
 mod wire;
 
 pub use api::{

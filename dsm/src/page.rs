@@ -133,13 +133,6 @@ impl PageTable {
         }
     }
 
-    /// Locks page `p` (processors only: they may wait; handlers use [`PageTable::try_lock`]).
-    pub fn lock(&self, p: u32) -> MutexGuard<'_, PageState> {
-        self.states[p as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Locks page `p` if it is free.
     pub fn try_lock(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
         match self.states[p as usize].try_lock() {

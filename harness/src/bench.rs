@@ -164,7 +164,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
                         net.reply(m.from, m.slot, m.token, &[]).unwrap();
                     });
                     if got == 0 && !gap.is_zero() {
-                        net.wait_for_messages(200, Duration::from_millis(50));
+                        net.wait_for_messages().map_err(|e| e.to_string())?;
                     }
                 }
                 return Ok(Vec::new());

@@ -47,11 +47,10 @@ pub(crate) use crate::page::Access;
 use crate::page::{PageState, PageTable, NO_HOME};
 use crate::stats::{Clock, NodeCounters};
 use crate::sync::SyncState;
+use crate::wait::{Seam, SeamLock, Serve, WaitFor};
 use crate::wire::{Msg, Reply};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
-
-pub(crate) use crate::wire::kind;
 
 /// Debug trace of home changes (set `DSM_TRACE_HOMES=1`), dumped when a protocol check fails.
 pub(crate) static TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -97,8 +96,8 @@ pub(crate) struct Node {
     /// Pages flushed before being dropped, whose write notices are owed at the next release,
     /// with the sharers to notify.
     owed: Mutex<Vec<(u32, u64)>>,
-    releasing: Mutex<()>,
-    acquiring: Mutex<()>,
+    releasing: SeamLock<()>,
+    acquiring: SeamLock<()>,
     pub dir: Directory,
     pub sync: SyncState,
     pub regions: Regions,
@@ -108,6 +107,8 @@ pub(crate) struct Node {
     pub protector: Protector,
     pub stopping: AtomicBool,
     service: service::Service,
+    /// Processors of this node parked on a busy page lock (see [`Node::lock_page`]).
+    page_waiters: std::sync::atomic::AtomicU32,
 }
 
 /// Which mailbox the calling thread uses for requests: processors have their own; every
@@ -138,7 +139,9 @@ impl std::ops::DerefMut for PageGuard<'_> {
 impl Drop for PageGuard<'_> {
     fn drop(&mut self) {
         drop(self.st.take());
-        self.node.service.page_unlocked(&self.node.net);
+        let seam = self.node.net.seam();
+        seam.wake_flagged(&self.node.page_waiters);
+        self.node.service.page_unlocked(&seam);
     }
 }
 
@@ -174,8 +177,8 @@ impl Node {
             pages: PageTable::new(npages),
             dirty: Mutex::new(Vec::new()),
             owed: Mutex::new(Vec::new()),
-            releasing: Mutex::new(()),
-            acquiring: Mutex::new(()),
+            releasing: SeamLock::new(()),
+            acquiring: SeamLock::new(()),
             dir,
             sync,
             regions,
@@ -185,6 +188,7 @@ impl Node {
             protector,
             stopping: AtomicBool::new(false),
             service: service::Service::default(),
+            page_waiters: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -192,10 +196,16 @@ impl Node {
     /// knows outside the lock (a first-touch home learned meanwhile; under the replicated
     /// directory, the directory's home word, which a migration rewrites).
     fn lock_page(&self, p: u32) -> PageGuard<'_> {
-        let mut g = PageGuard {
-            node: self,
-            st: Some(self.pages.lock(p)),
-        };
+        let mut st = self.pages.try_lock(p);
+        if st.is_none() {
+            self.seam()
+                .until_flagged(WaitFor::PageLock { page: p }, &self.page_waiters, || {
+                    st = self.pages.try_lock(p);
+                    st.is_some()
+                })
+                .unwrap_or_else(|e| Self::net_err(e));
+        }
+        let mut g = PageGuard { node: self, st };
         self.refresh_home(p, &mut g);
         g
     }
@@ -299,7 +309,7 @@ impl Node {
         let mut payload = Vec::new();
         msg.encode(&mut payload);
         self.net
-            .send(to, msg.kind(), my_slot(self), 0, &payload)
+            .send_via(&self.seam(), to, msg.kind(), my_slot(self), 0, &payload)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
@@ -345,7 +355,8 @@ impl Node {
 
     /// Installs a home assignment read from a file (same on every node).
     pub fn preset_home(&self, p: u32, home: usize) {
-        let mut st = self.pages.lock(p);
+        // Before the start-up barrier: no other thread of this node runs yet.
+        let mut st = self.pages.try_lock(p).expect("page locked during set-up");
         self.pages.set_home(p, &mut st, home);
         self.dir.preset_home(&self.net, p, home);
         if home == self.id {
@@ -608,7 +619,11 @@ impl Node {
         // One release at a time per node: a processor whose writes another processor's
         // release is flushing must not complete its own release before that flush and its
         // notices are done.
-        let _one = self.releasing.lock().unwrap_or_else(|e| e.into_inner());
+        let seam = self.seam();
+        let _one = self
+            .releasing
+            .lock(&seam, WaitFor::Serialize { what: "release" })
+            .unwrap_or_else(|e| Self::net_err(e));
         self.broadcast_new_interval();
         let pages = std::mem::take(&mut *self.dirty.lock().expect("poisoned"));
         let mut noticed = Vec::with_capacity(pages.len());
@@ -674,7 +689,11 @@ impl Node {
     pub fn acquire(&self) {
         // One acquire at a time per node: notices are taken node-wide, so a second acquirer
         // must not return before the first has invalidated what it took.
-        let _one = self.acquiring.lock().unwrap_or_else(|e| e.into_inner());
+        let seam = self.seam();
+        let _one = self
+            .acquiring
+            .lock(&seam, WaitFor::Serialize { what: "acquire" })
+            .unwrap_or_else(|e| Self::net_err(e));
         let (pages, all) = self.dir.take_notices(&self.net, self.id);
         if all {
             for p in 0..self.npages as u32 {
@@ -738,6 +757,12 @@ impl Node {
     // Requests and the service loop.
     // -------------------------------------------------------------------------------
 
+    /// This node's wait seam for a processor: it serves the node's incoming messages while
+    /// it waits (see [`crate::wait`]).
+    pub fn seam(&self) -> Seam<'_> {
+        self.net.seam().serving(self)
+    }
+
     /// Sends a request and waits for its reply, serving this node's incoming messages
     /// while it waits (handlers never block, see the module rules).
     pub fn request(
@@ -748,53 +773,39 @@ impl Node {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         self.net
-            .request_polling(to, k, my_slot(self), payload, out, &mut || {
-                self.serve_once()
-            })
+            .request_via(&self.seam(), to, k, my_slot(self), payload, out)
     }
 
-    /// Waits until `ready()` holds, serving this node's messages while it spins.
-    pub fn wait_until(&self, ready: impl Fn() -> bool) -> Result<(), MsgError> {
-        for i in 0..4_000u32 {
-            if ready() {
-                return Ok(());
-            }
-            if i % 64 == 0 {
-                self.serve_once();
-            }
-            // Spin, then yield between checks (see Messenger::wait_reply).
-            if i < 400 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        self.net.wait_until(0, ready)
-    }
-
-    /// Runs the service loop until [`Node::stop_service`]: polls, spins briefly, then parks.
+    /// Runs the service loop until [`Node::stop_service`]: handles messages as they come
+    /// (and deferred ones once their page is free), and waits for more through the seam,
+    /// which gives up if the cluster aborts.
     pub fn serve(&self) {
-        let mut idle_rounds = 0u32;
-        while !self.stopping.load(Ordering::Acquire) && !self.net.fabric().aborted() {
-            let n = self.serve_once();
-            if n > 0 {
-                idle_rounds = 0;
+        let seam = self.net.seam();
+        while !self.stopping.load(Ordering::Acquire) {
+            let unlocks = self.service.unlocks();
+            if self.serve_once() > 0 {
                 continue;
             }
-            idle_rounds += 1;
-            if idle_rounds > 64 && !self.service.has_deferred() {
-                self.net
-                    .wait_for_messages(2_000, std::time::Duration::from_millis(50));
-            } else if idle_rounds > 64 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
+            let more = seam.until(WaitFor::Messages, || {
+                self.stopping.load(Ordering::Acquire)
+                    || self.net.has_messages()
+                    || self.service.unlocks() != unlocks
+            });
+            if more.is_err() {
+                return;
             }
         }
     }
 
     pub fn stop_service(&self) {
         self.stopping.store(true, Ordering::Release);
-        self.net.ring_own_bell();
+        self.net.seam().wake();
+    }
+}
+
+impl Serve for Node {
+    /// Handles this node's waiting messages: what a processor does while it waits.
+    fn serve(&self) -> usize {
+        self.serve_once()
     }
 }

@@ -44,6 +44,7 @@ pub(crate) struct Service {
     /// Held by the one thread serving messages at a time (the rings have one consumer).
     deferred: Mutex<VecDeque<Deferred>>,
     waiting: AtomicUsize,
+    unlocks: AtomicUsize,
     /// The page of the fetch being served and how many other fetches of it arrived in the
     /// same pass over the rings or wait deferred.
     batch: Mutex<(u32, usize)>,
@@ -51,10 +52,17 @@ pub(crate) struct Service {
 
 impl Service {
     /// A page lock was released: if messages wait for a page, wake the node's service.
-    pub fn page_unlocked(&self, net: &crate::net::Net) {
+    pub fn page_unlocked(&self, seam: &crate::wait::Seam<'_>) {
         if self.waiting.load(Ordering::Acquire) > 0 {
-            net.ring_own_bell();
+            self.unlocks.fetch_add(1, Ordering::AcqRel);
+            seam.wake();
         }
+    }
+
+    /// How many page unlocks have happened while messages were deferred (the service
+    /// loop's wait ends when this moves).
+    pub fn unlocks(&self) -> usize {
+        self.unlocks.load(Ordering::Acquire)
     }
 
     /// Fetches of `p` waiting right now (for adaptive broadcast's "several requests at
@@ -66,11 +74,6 @@ impl Service {
         } else {
             0
         }
-    }
-
-    /// True if some message waits for a busy page.
-    pub fn has_deferred(&self) -> bool {
-        self.waiting.load(Ordering::Acquire) > 0
     }
 }
 

@@ -39,10 +39,10 @@ pub use msg::{Inbound, MsgError, MAX_MESSAGE_BYTES};
 pub use profile::{Features, Profile};
 
 use crate::sys::{self, Mapping, Prot};
+use crate::wait::{self, Doorbell, Seam, WaitFor};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Largest cluster: receive sets are bit masks in one word.
 pub const MAX_NODES: usize = 32;
@@ -224,15 +224,6 @@ struct Header {
 
 #[repr(C, align(64))]
 struct Padded<T>(T);
-
-/// A node's doorbell: the service thread parks on `word` when `parked` is set; a sender
-/// that sees `parked` bumps the word and wakes it. The doorbell stands for the adapter's
-/// receive interrupt, which is why a sender may look at the receiver's `parked` flag.
-#[repr(C)]
-pub(crate) struct Doorbell {
-    word: AtomicU32,
-    parked: AtomicU32,
-}
 
 /// What the launcher knows about a node.
 #[repr(C)]
@@ -508,11 +499,9 @@ impl Fabric {
 
     /// Marks the cluster as failed: every runtime wait returns an error from now on.
     pub fn abort(&self) {
-        self.header().abort.store(1, Ordering::Release);
+        self.header().abort.store(1, Ordering::SeqCst);
         for node in 0..self.layout.nodes {
-            let bell = self.bell(node);
-            bell.word.fetch_add(1, Ordering::AcqRel);
-            sys::futex_wake(&bell.word, i32::MAX as u32);
+            self.bell(node).ring();
         }
     }
 
@@ -532,7 +521,7 @@ impl Fabric {
     }
 
     fn lock<'a>(&'a self, word: &'a AtomicU32) -> SpinGuard<'a> {
-        spin_lock(word, self);
+        wait::lock_word(word, self);
         SpinGuard { word }
     }
 
@@ -545,38 +534,14 @@ impl Fabric {
     }
 }
 
-/// A lock word in the fabric: 0 free, 1 held, 2 held with waiters.
-fn spin_lock(word: &AtomicU32, fabric: &Fabric) {
-    for _ in 0..200 {
-        if word
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            return;
-        }
-        std::hint::spin_loop();
-    }
-    loop {
-        if word.swap(2, Ordering::Acquire) == 0 {
-            return;
-        }
-        if fabric.aborted() {
-            // The holder may be dead; nobody will ever release it. Callers unwind.
-            panic!("{}", crate::ABORT_MESSAGE);
-        }
-        sys::futex_wait(word, 2, Some(Duration::from_millis(50)));
-    }
-}
-
+/// Holds a hub or link lock of the fabric (see [`wait::lock_word`]).
 struct SpinGuard<'a> {
     word: &'a AtomicU32,
 }
 
 impl Drop for SpinGuard<'_> {
     fn drop(&mut self) {
-        if self.word.swap(0, Ordering::Release) == 2 {
-            sys::futex_wake(self.word, 1);
-        }
+        wait::unlock_word(self.word);
     }
 }
 
@@ -783,7 +748,7 @@ impl Net {
                     self.fabric.trace_arrival(r, tag);
                     // Tracing also perturbs the schedule between receivers, so that a
                     // missing lock shows up as a reordering in the ordering tests.
-                    std::thread::yield_now();
+                    wait::perturb_schedule();
                 }
             }
         };
@@ -809,7 +774,14 @@ impl Net {
         self.fabric.count(self.node, 1, bytes * count);
     }
 
-    /// Sends a one-way message to `to` (back-pressure: waits while the ring is full).
+    /// This node's wait seam, serving no messages (see [`crate::wait`]).
+    pub(crate) fn seam(&self) -> Seam<'_> {
+        Seam::new(&self.fabric, self.node)
+    }
+
+    /// Sends a one-way message to `to` (back-pressure: waits while the ring is full). The
+    /// caller serves no messages while it waits: a thread that has its node's messages to
+    /// serve uses [`Net::send_via`] with a serving seam.
     pub fn send(
         &self,
         to: usize,
@@ -818,8 +790,29 @@ impl Net {
         token: u32,
         payload: &[u8],
     ) -> Result<(), MsgError> {
+        self.send_via(&self.seam(), to, kind, from_slot, token, payload)
+    }
+
+    /// Like [`Net::send`], waiting for ring space through `seam`.
+    pub(crate) fn send_via(
+        &self,
+        seam: &Seam<'_>,
+        to: usize,
+        kind: u16,
+        from_slot: u16,
+        token: u32,
+        payload: &[u8],
+    ) -> Result<(), MsgError> {
         self.msg
-            .send(&self.fabric, to, kind, from_slot, token, payload, true)
+            .send(
+                &self.fabric,
+                Some(seam),
+                to,
+                kind,
+                from_slot,
+                token,
+                payload,
+            )
             .map(|_| ())
     }
 
@@ -833,7 +826,7 @@ impl Net {
         payload: &[u8],
     ) -> Result<bool, MsgError> {
         self.msg
-            .send(&self.fabric, to, kind, from_slot, token, payload, false)
+            .send(&self.fabric, None, to, kind, from_slot, token, payload)
     }
 
     /// Hands every waiting inbound message to `f`; returns how many there were.
@@ -841,36 +834,19 @@ impl Net {
         self.msg.poll(&self.fabric, f)
     }
 
+    /// True if a ring of this node holds unread messages (or another thread is polling).
+    pub(crate) fn has_messages(&self) -> bool {
+        self.msg.has_messages(&self.fabric)
+    }
+
     /// Writes a reply into mailbox `slot` of node `to`, completing its request `token`.
     pub fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
         self.msg.reply(&self.fabric, to, slot, token, payload)
     }
 
-    /// Waits for the reply to request `token` in this node's mailbox `slot` and copies it
-    /// into `out`.
-    pub fn wait_reply(&self, slot: u16, token: u32, out: &mut Vec<u8>) -> Result<(), MsgError> {
-        self.msg
-            .wait_reply(&self.fabric, slot, token, out, &mut || 0)
-    }
-
-    /// Like [`Net::request`], calling `poll` while it waits (see [`Net::poll`]): a waiting
-    /// processor can serve its node's incoming messages.
-    pub fn request_polling(
-        &self,
-        to: usize,
-        kind: u16,
-        slot: u16,
-        payload: &[u8],
-        out: &mut Vec<u8>,
-        poll: &mut dyn FnMut() -> usize,
-    ) -> Result<(), MsgError> {
-        let token = self.msg.next_token(slot);
-        self.send(to, kind, slot, token, payload)?;
-        self.msg.wait_reply(&self.fabric, slot, token, out, poll)
-    }
-
     /// Sends a request and waits for its reply. `slot` is the caller's mailbox; each
-    /// mailbox has at most one request outstanding.
+    /// mailbox has at most one request outstanding. Serves no messages while it waits (see
+    /// [`Net::send`]).
     pub fn request(
         &self,
         to: usize,
@@ -879,47 +855,36 @@ impl Net {
         payload: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
+        self.request_via(&self.seam(), to, kind, slot, payload, out)
+    }
+
+    /// Like [`Net::request`], waiting (for ring space and for the reply) through `seam`.
+    pub(crate) fn request_via(
+        &self,
+        seam: &Seam<'_>,
+        to: usize,
+        kind: u16,
+        slot: u16,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), MsgError> {
         let token = self.msg.next_token(slot);
-        self.send(to, kind, slot, token, payload)?;
-        self.wait_reply(slot, token, out)
+        self.send_via(seam, to, kind, slot, token, payload)?;
+        let what = WaitFor::Reply { to, kind };
+        self.msg
+            .wait_reply(&self.fabric, seam, what, slot, token, out)
     }
 
-    /// Parks the calling service thread until a message may have arrived or `timeout`
-    /// passed. Spins first for `spin` polls of the rings.
-    pub fn wait_for_messages(&self, spin: u32, timeout: Duration) {
-        self.msg.wait_for_messages(&self.fabric, spin, timeout)
-    }
-
-    /// Wakes this node's service thread (used to stop it).
-    pub fn ring_own_bell(&self) {
-        msg::ring_bell(&self.fabric, self.node, true);
+    /// Waits until a message may have arrived for this node. Fails if the cluster aborts.
+    pub fn wait_for_messages(&self) -> Result<(), MsgError> {
+        self.seam().until(WaitFor::Messages, || self.has_messages())
     }
 
     /// Rings the doorbells of the nodes in `mask` whose threads are parked: the adapter's
     /// receive interrupt, raised after a remote write that someone may be waiting for.
     pub fn ring_bells(&self, mask: u64) {
         for n in bits(mask) {
-            msg::ring_bell(&self.fabric, n, false);
-        }
-    }
-
-    /// Waits until `ready()` holds: polls it `spin` times, then parks on this node's
-    /// doorbell between checks. Fails if the cluster aborts.
-    pub fn wait_until(&self, spin: u32, ready: impl Fn() -> bool) -> Result<(), MsgError> {
-        for _ in 0..spin {
-            if ready() {
-                return Ok(());
-            }
-            std::hint::spin_loop();
-        }
-        loop {
-            if ready() {
-                return Ok(());
-            }
-            if self.fabric.aborted() {
-                return Err(MsgError::Aborted);
-            }
-            msg::park_on_bell(&self.fabric, self.node, Duration::from_millis(20), &ready);
+            wait::wake(&self.fabric, n);
         }
     }
 
@@ -1025,7 +990,7 @@ impl Rx<'_> {
         unsafe { (*(self.ptr(at) as *const AtomicU32)).load(Ordering::Acquire) }
     }
 
-    /// The word at `at` as an atomic, for local read-modify-write and futex waits.
+    /// The word at `at` as an atomic, for local read-modify-write.
     pub fn atomic_u32(&self, at: u64) -> &AtomicU32 {
         assert!(at % 4 == 0, "unaligned word");
         // SAFETY: as in load_u32; the reference lives no longer than the fabric mapping,

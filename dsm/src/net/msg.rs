@@ -17,27 +17,29 @@
 //! has finished with the records below it, so the producer never overwrites a record that
 //! is still being read. For mailboxes the token word plays the tail's role.
 //!
-//! # Sleeping
+//! # Waiting
 //!
-//! A waiter sets its `parked` flag (SeqCst), re-checks its condition, then sleeps on the
-//! futex word. A sender stores its data (SeqCst), then reads `parked` (SeqCst) and wakes
-//! if set. With both sides SeqCst, either the waiter sees the data or the sender sees the
-//! flag, so no wake-up is lost.
+//! Every wait here (a reply, space in a full ring) goes through the node's [`Seam`], and
+//! every event that ends one rings the waiter's doorbell (`crate::wait`, "Sleepers and
+//! wakers"): a reply rings the requester's node when the mailbox's `parked` word (offset 4)
+//! says its waiter sleeps; a consumer that publishes its head rings the producer's node when
+//! the ring's `waiting` word (next to the head) says the producer sleeps; a sender rings the
+//! receiver's node after storing the tail. No lock is held while waiting: a producer drops
+//! its ring's lock before it waits for space, so the messages it serves meanwhile may send.
 
 use super::{Fabric, MAILBOX_BYTES, RING_BYTES};
-use crate::sys;
+use crate::wait::{self, Seam, WaitFor};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
 
 const RECORD_HEADER: u64 = 16;
 const RING_DATA_OFF: u64 = 64;
 const RING_CAPACITY: u64 = RING_BYTES - RING_DATA_OFF;
 const MAILBOX_DATA_OFF: u64 = 64;
 const WRAP: u32 = u32::MAX;
-/// How long a waiter spins before it parks: long enough to cover a round trip to a
-/// polling peer, short enough not to steal a core for long.
-const SPIN_POLLS: u32 = 4_000;
+/// Offset, in the producer's head line, of the word a producer waiting for space counts
+/// itself in while parked.
+const HEAD_WAITING_OFF: u64 = 8;
 
 /// Largest payload of one message or reply.
 pub const MAX_MESSAGE_BYTES: usize = (MAILBOX_BYTES - MAILBOX_DATA_OFF) as usize;
@@ -91,32 +93,6 @@ fn word32(ptr: *mut u8) -> &'static AtomicU32 {
     unsafe { &*(ptr as *const AtomicU32) }
 }
 
-/// Sleeps on `node`'s doorbell until it rings or `timeout` passes, unless `ready()` is
-/// already true once this thread is registered as parked (see the module doc on sleeping).
-/// Several threads may park at once: `parked` counts them.
-pub(super) fn park_on_bell(
-    fabric: &Fabric,
-    node: usize,
-    timeout: Duration,
-    ready: impl Fn() -> bool,
-) {
-    let bell = fabric.bell(node);
-    let seen = bell.word.load(Ordering::SeqCst);
-    bell.parked.fetch_add(1, Ordering::SeqCst);
-    if !ready() && !fabric.aborted() {
-        sys::futex_wait(&bell.word, seen, Some(timeout));
-    }
-    bell.parked.fetch_sub(1, Ordering::SeqCst);
-}
-
-pub(super) fn ring_bell(fabric: &Fabric, node: usize, always: bool) {
-    let bell = fabric.bell(node);
-    if always || bell.parked.load(Ordering::SeqCst) != 0 {
-        bell.word.fetch_add(1, Ordering::SeqCst);
-        sys::futex_wake(&bell.word, i32::MAX as u32);
-    }
-}
-
 impl Messenger {
     pub(super) fn new(fabric: &Fabric, node: usize) -> Messenger {
         let n = fabric.layout.nodes;
@@ -146,16 +122,19 @@ impl Messenger {
         v
     }
 
+    /// Appends a message to the ring to `to`. When the ring is full it waits for space
+    /// through `seam` (serving this node's messages meanwhile), or returns `Ok(false)` at
+    /// once without a seam.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn send(
         &self,
         fabric: &Fabric,
+        seam: Option<&Seam<'_>>,
         to: usize,
         kind: u16,
         slot: u16,
         token: u32,
         payload: &[u8],
-        block: bool,
     ) -> Result<bool, MsgError> {
         if to >= fabric.layout.nodes {
             return Err(MsgError::NoSuchNode(to));
@@ -168,36 +147,37 @@ impl Messenger {
         }
         let record = RECORD_HEADER + (payload.len() as u64).div_ceil(8) * 8;
         let ring = fabric.ring_off(to, self.node);
-        let head_word = word64(fabric.pool_ptr(self.node, fabric.head_off(self.node, to)));
-        let mut p = self.producers[to].lock().expect("poisoned");
-        let at = p.tail % RING_CAPACITY;
-        let waste = if at + record > RING_CAPACITY {
-            RING_CAPACITY - at
-        } else {
-            0
-        };
-        let need = record + waste;
-        let mut spins = 0u32;
-        while p.tail + need - p.head_seen > RING_CAPACITY {
-            p.head_seen = head_word.load(Ordering::Acquire);
-            if p.tail + need - p.head_seen <= RING_CAPACITY {
-                break;
-            }
-            if !block {
-                return Ok(false);
-            }
-            if fabric.aborted() {
-                return Err(MsgError::Aborted);
-            }
-            // Back-pressure: the consumer frees space as it polls. Make sure it is awake.
-            ring_bell(fabric, to, false);
-            spins += 1;
-            if spins > 1000 {
-                std::thread::yield_now();
+        let head_line = fabric.pool_ptr(self.node, fabric.head_off(self.node, to));
+        let head_word = word64(head_line);
+        let (mut p, at, waste) = loop {
+            let mut p = self.producers[to].lock().expect("poisoned");
+            let at = p.tail % RING_CAPACITY;
+            let waste = if at + record > RING_CAPACITY {
+                RING_CAPACITY - at
             } else {
-                std::hint::spin_loop();
+                0
+            };
+            let need = record + waste;
+            if p.tail + need > p.head_seen + RING_CAPACITY {
+                p.head_seen = head_word.load(Ordering::Acquire);
             }
-        }
+            if p.tail + need <= p.head_seen + RING_CAPACITY {
+                break (p, at, waste);
+            }
+            let Some(seam) = seam else {
+                return Ok(false);
+            };
+            // Back-pressure: wait, without the ring's lock, until the consumer has read
+            // far enough. It frees space as it polls, and our last send rang its bell.
+            let tail = p.tail;
+            drop(p);
+            // SAFETY: the head line is 64 bytes in this node's receive memory; the waiting
+            // word at offset 8 is 4-aligned inside it.
+            let waiting = word32(unsafe { head_line.add(HEAD_WAITING_OFF as usize) });
+            seam.until_flagged(WaitFor::RingSpace { to }, waiting, || {
+                tail + need <= head_word.load(Ordering::Acquire) + RING_CAPACITY
+            })?;
+        };
         let base = fabric.pool_ptr(to, ring + RING_DATA_OFF);
         if waste > 0 {
             // SAFETY: at < RING_CAPACITY and at is 8-aligned, so a 4-byte marker fits.
@@ -227,7 +207,7 @@ impl Messenger {
         fabric.count(self.node, 4, record);
         fabric.count(self.node, 0, fabric.packets_for(record));
         fabric.count(self.node, 1, record);
-        ring_bell(fabric, to, false);
+        wait::wake(fabric, to);
         Ok(true)
     }
 
@@ -274,14 +254,18 @@ impl Messenger {
             }
             heads[src] = head;
             // Flow control: tell the producer how far we have read (a remote write into
-            // its memory).
-            word64(fabric.pool_ptr(src, fabric.head_off(src, self.node)))
-                .store(head, Ordering::Release);
+            // its memory), and wake it if it sleeps waiting for that space.
+            let head_line = fabric.pool_ptr(src, fabric.head_off(src, self.node));
+            word64(head_line).store(head, Ordering::Release);
+            // SAFETY: as in send, for the producer's head line.
+            let waiting = word32(unsafe { head_line.add(HEAD_WAITING_OFF as usize) });
+            wait::wake_flagged(fabric, src, waiting);
         }
         handled
     }
 
-    fn has_messages(&self, fabric: &Fabric) -> bool {
+    /// True if a ring holds unread messages (or another thread is polling right now).
+    pub(super) fn has_messages(&self, fabric: &Fabric) -> bool {
         let Ok(heads) = self.consumer.try_lock() else {
             return true;
         };
@@ -290,16 +274,6 @@ impl Messenger {
                 .load(Ordering::SeqCst)
                 != heads[src]
         })
-    }
-
-    pub(super) fn wait_for_messages(&self, fabric: &Fabric, spin: u32, timeout: Duration) {
-        for _ in 0..spin {
-            if self.has_messages(fabric) || fabric.aborted() {
-                return;
-            }
-            std::hint::spin_loop();
-        }
-        park_on_bell(fabric, self.node, timeout, || self.has_messages(fabric));
     }
 
     pub(super) fn reply(
@@ -336,12 +310,9 @@ impl Messenger {
                 payload.len(),
             );
         }
-        let tok = word32(mb);
-        tok.store(token, Ordering::SeqCst);
-        // SAFETY: parked flag at offset 4 of the mailbox.
-        if word32(unsafe { mb.add(4) }).load(Ordering::SeqCst) != 0 {
-            sys::futex_wake(tok, 1);
-        }
+        word32(mb).store(token, Ordering::SeqCst);
+        // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
+        wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
         let bytes = MAILBOX_DATA_OFF + payload.len() as u64;
         fabric.count(self.node, 3, 1);
         fabric.count(self.node, 4, bytes);
@@ -350,16 +321,16 @@ impl Messenger {
         Ok(())
     }
 
-    /// Waits for the reply `token` in mailbox `slot`. While it spins, it calls `poll` now
-    /// and then, so a waiting processor serves its node's messages (as Cashmere's
-    /// processors poll) instead of leaving them to a service thread that may be asleep.
+    /// Waits through `seam` for the reply `token` in mailbox `slot` (of a request `what`
+    /// names) and copies it into `out`.
     pub(super) fn wait_reply(
         &self,
         fabric: &Fabric,
+        seam: &Seam<'_>,
+        what: WaitFor,
         slot: u16,
         token: u32,
         out: &mut Vec<u8>,
-        poll: &mut dyn FnMut() -> usize,
     ) -> Result<(), MsgError> {
         if slot as usize >= fabric.layout.mailboxes {
             return Err(MsgError::NoSuchMailbox {
@@ -369,34 +340,9 @@ impl Messenger {
         }
         let mb = fabric.pool_ptr(self.node, fabric.mailbox_off(self.node, slot as usize));
         let tok = word32(mb);
-        // SAFETY: parked flag at offset 4 of our own mailbox.
+        // SAFETY: the parked word at offset 4 of our own mailbox.
         let parked = word32(unsafe { mb.add(4) });
-        let mut spins = 0;
-        while tok.load(Ordering::SeqCst) != token {
-            if spins < SPIN_POLLS {
-                spins += 1;
-                if spins % 64 == 0 {
-                    poll();
-                }
-                // Spin first; then give the core away between checks, so that on a host
-                // with more simulated processors than cores the replier gets to run.
-                if spins < SPIN_POLLS / 10 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
-            if fabric.aborted() {
-                return Err(MsgError::Aborted);
-            }
-            let seen = tok.load(Ordering::SeqCst);
-            parked.store(1, Ordering::SeqCst);
-            if tok.load(Ordering::SeqCst) == seen && seen != token {
-                sys::futex_wait(tok, seen, Some(Duration::from_millis(50)));
-            }
-            parked.store(0, Ordering::SeqCst);
-        }
+        seam.until_flagged(what, parked, || tok.load(Ordering::SeqCst) == token)?;
         let len = word32(mb.wrapping_add(8)).load(Ordering::Relaxed) as usize;
         out.clear();
         // SAFETY: the replier wrote len payload bytes before storing the token we saw.
