@@ -799,7 +799,8 @@ where
                         };
                         // The engine's final barrier: no node stops serving while others
                         // may still need its pages.
-                        p.node.sync.barrier(&*p.node, nbarriers - 1);
+                        p.node.sync.final_barrier(&*p.node, nbarriers - 1);
+                        p.node.finish();
                         let breakdown = Clock::stop();
                         SLOT.with(|c| c.set(None));
                         sys::drop_alt_stack();

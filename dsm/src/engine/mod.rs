@@ -36,6 +36,7 @@
 mod adb;
 mod data;
 mod home;
+mod rules;
 mod service;
 
 use crate::config::{MetadataStrategy, Protocol};
@@ -106,6 +107,8 @@ pub(crate) struct Node {
     pub heap_used: usize,
     pub protector: Protector,
     pub stopping: AtomicBool,
+    /// Set once this node has passed the run's final barrier: it sends nothing after it.
+    finished: AtomicBool,
     service: service::Service,
     /// Processors of this node parked on a busy page lock (see [`Node::lock_page`]).
     page_waiters: std::sync::atomic::AtomicU32,
@@ -120,6 +123,7 @@ pub(crate) fn my_slot(node: &Node) -> u16 {
 /// A locked page: the guard wakes the node's deferred messages when it is released.
 pub(crate) struct PageGuard<'a> {
     node: &'a Node,
+    page: u32,
     st: Option<MutexGuard<'a, PageState>>,
 }
 
@@ -139,6 +143,7 @@ impl std::ops::DerefMut for PageGuard<'_> {
 impl Drop for PageGuard<'_> {
     fn drop(&mut self) {
         drop(self.st.take());
+        rules::unlocked(self.page);
         let seam = self.node.net.seam();
         seam.wake_flagged(&self.node.page_waiters);
         self.node.service.page_unlocked(&seam);
@@ -187,6 +192,7 @@ impl Node {
             heap_used,
             protector,
             stopping: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
             service: service::Service::default(),
             page_waiters: std::sync::atomic::AtomicU32::new(0),
         }
@@ -205,7 +211,12 @@ impl Node {
                 })
                 .unwrap_or_else(|e| Self::net_err(e));
         }
-        let mut g = PageGuard { node: self, st };
+        rules::locked(p, true);
+        let mut g = PageGuard {
+            node: self,
+            page: p,
+            st,
+        };
         self.refresh_home(p, &mut g);
         g
     }
@@ -213,8 +224,10 @@ impl Node {
     /// Locks page `p` for a message handler, if it is free.
     fn try_lock_page(&self, p: u32) -> Option<PageGuard<'_>> {
         let st = self.pages.try_lock(p)?;
+        rules::locked(p, false);
         let mut g = PageGuard {
             node: self,
+            page: p,
             st: Some(st),
         };
         self.refresh_home(p, &mut g);
@@ -308,6 +321,7 @@ impl Node {
     fn post(&self, to: usize, msg: &Msg<'_>) {
         let mut payload = Vec::new();
         msg.encode(&mut payload);
+        self.check_not_finished(msg.kind());
         self.net
             .send_via(&self.seam(), to, msg.kind(), my_slot(self), 0, &payload)
             .unwrap_or_else(|e| Self::net_err(e));
@@ -763,6 +777,21 @@ impl Node {
         self.net.seam().serving(self)
     }
 
+    /// This node has passed the run's final barrier (see `SyncState::final_barrier`).
+    pub fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// Asserts the end-of-run rule: nothing is sent after the final barrier, when peers may
+    /// have stopped serving.
+    fn check_not_finished(&self, k: u16) {
+        assert!(
+            !self.finished.load(Ordering::Acquire),
+            "node {}: a message of kind {k} sent after the run's final barrier",
+            self.id
+        );
+    }
+
     /// Sends a request and waits for its reply, serving this node's incoming messages
     /// while it waits (handlers never block, see the module rules).
     pub fn request(
@@ -772,6 +801,8 @@ impl Node {
         payload: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
+        self.check_not_finished(k);
+        rules::check_may_wait_on_network(self.id, |p| self.pages.known_home(p) == Some(self.id));
         self.net
             .request_via(&self.seam(), to, k, my_slot(self), payload, out)
     }

@@ -125,7 +125,7 @@ impl Node {
         }
         handled += self.net.poll(|m| {
             if matches!(m.kind, kind::LOCK_ACQ..=kind::FLAG_WAIT) {
-                self.sync.handle(self, &m);
+                super::rules::in_handler(|| self.sync.handle(self, &m));
                 return;
             }
             let page = Msg::decode(m.kind, m.payload)
@@ -172,6 +172,17 @@ impl Node {
     }
 
     fn handle_bytes(&self, from: usize, k: u16, slot: u16, token: u32, payload: &[u8]) -> Outcome {
+        super::rules::in_handler(|| self.handle_message(from, k, slot, token, payload))
+    }
+
+    fn handle_message(
+        &self,
+        from: usize,
+        k: u16,
+        slot: u16,
+        token: u32,
+        payload: &[u8],
+    ) -> Outcome {
         let msg = Msg::decode(k, payload).unwrap_or_else(|e| {
             panic!("node {}: malformed message from node {from}: {e}", self.id)
         });

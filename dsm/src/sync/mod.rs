@@ -170,6 +170,19 @@ impl SyncState {
     /// Waits at barrier `b` with the other processors of the cluster: the processors of
     /// this node gather here, and the last of them to arrive acts for the node.
     pub fn barrier<H: SyncHost + ?Sized>(&self, host: &H, b: usize) {
+        self.barrier_then(host, b, true);
+    }
+
+    /// The end of a run, a protocol step of its own: a barrier whose release puts every
+    /// write at its home and whose completion means every node has done so, but with no
+    /// acquire after it. Nothing is read after it, and an acquire could send messages
+    /// (drops under the home-held directory) to nodes whose service has already stopped.
+    /// After it, no node sends anything.
+    pub fn final_barrier<H: SyncHost + ?Sized>(&self, host: &H, b: usize) {
+        self.barrier_then(host, b, false);
+    }
+
+    fn barrier_then<H: SyncHost + ?Sized>(&self, host: &H, b: usize, acquire: bool) {
         let _entry = Clock::enter();
         let local = &self.local_barriers[b];
         // Read the round before arriving: it cannot advance until this processor arrives.
@@ -192,7 +205,9 @@ impl SyncState {
             Flavor::Network(n) => n.barrier(host, b, epoch),
             Flavor::Messages(m) => m.barrier(host, b, epoch),
         });
-        host.acquire();
+        if acquire {
+            host.acquire();
+        }
         NodeCounters::bump(&host.counters().barriers);
         local.round.store(epoch, Ordering::Release);
         host.seam().wake_flagged(&local.parked);
