@@ -119,6 +119,8 @@ pub(crate) enum WaitFor {
     Startup,
     /// An incoming message (the service thread's idle wait).
     Messages,
+    /// Acknowledgements of a request of `kind` sent to `nodes` nodes at once.
+    Acks { kind: u16, nodes: usize },
     /// A page's lock, held by another processor of this node.
     PageLock { page: u32 },
 }
@@ -130,6 +132,12 @@ impl std::fmt::Display for WaitFor {
                 write!(f, "the reply to a kind-{kind} request to node {to}")
             }
             WaitFor::RingSpace { to } => write!(f, "space in the message ring to node {to}"),
+            WaitFor::Acks { kind, nodes } => {
+                write!(
+                    f,
+                    "acknowledgements of kind-{kind} requests from {nodes} nodes"
+                )
+            }
             WaitFor::PageLock { page } => write!(f, "the lock of page {page}"),
             WaitFor::SyncWord { what, id } => write!(f, "{what} {id}"),
             WaitFor::LocalLock { id } => write!(f, "the node-local lock of lock {id}"),

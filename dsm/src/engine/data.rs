@@ -17,7 +17,7 @@ use super::{Node, PageGuard};
 use crate::config::{DataStrategy, MetadataStrategy};
 use crate::diff;
 use crate::ids::PageId;
-use crate::stats::NodeCounters;
+use crate::stats::{Clock, NodeCounters};
 use crate::wire::{kind, DiffWriter, Reply};
 use std::sync::atomic::Ordering;
 
@@ -97,20 +97,43 @@ impl Node {
     }
 
     /// Home-held metadata: write notices travel as explicit messages, acknowledged before
-    /// the release completes.
+    /// the release completes. Notices to different nodes overlap (section 3.1): each round
+    /// sends one message to every node that still has notices, then waits for all their
+    /// acknowledgements.
     pub(super) fn send_notice_messages(&self, targets: &[(usize, &[u32])]) {
         let per_message = (crate::net::MAX_MESSAGE_BYTES - 16) / 4;
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        for &(to, pages) in targets {
-            for chunk in pages.chunks(per_message) {
-                let list =
-                    crate::wire::PageList::encode_from(chunk.iter().map(|&p| PageId(p)), &mut buf);
-                match self.call(to, &crate::wire::Msg::Notice { pages: list }, &mut out) {
-                    Reply::Ack => {}
-                    r => panic!("node {}: unexpected reply to write notices: {r:?}", self.id),
-                }
-            }
+        let rounds = targets
+            .iter()
+            .map(|(_, pages)| pages.len().div_ceil(per_message))
+            .max()
+            .unwrap_or(0);
+        let seam = self.seam();
+        for round in 0..rounds {
+            let payloads: Vec<(usize, Vec<u8>)> = targets
+                .iter()
+                .filter_map(|&(to, pages)| {
+                    let chunk = pages.chunks(per_message).nth(round)?;
+                    let mut buf = Vec::new();
+                    let list = crate::wire::PageList::encode_from(
+                        chunk.iter().map(|&p| PageId(p)),
+                        &mut buf,
+                    );
+                    let mut payload = Vec::new();
+                    crate::wire::Msg::Notice { pages: list }.encode(&mut payload);
+                    Some((to, payload))
+                })
+                .collect();
+            let batch: Vec<(usize, &[u8])> =
+                payloads.iter().map(|(to, p)| (*to, p.as_slice())).collect();
+            self.check_not_finished(kind::NOTICE);
+            super::rules::check_may_wait_on_network(self.id, |q| {
+                self.pages.known_home(q) == Some(self.id)
+            });
+            Clock::message(|| {
+                self.net
+                    .request_all_via(&seam, kind::NOTICE, super::my_slot(self), &batch)
+            })
+            .unwrap_or_else(|e| Self::net_err(e));
         }
     }
 }

@@ -234,7 +234,9 @@ impl Node {
             }
             Msg::Notice { pages } => {
                 self.dir.receive_notices(pages.iter().map(|p| p.0));
-                answer(&Reply::Ack);
+                self.net
+                    .acknowledge(from, slot, token)
+                    .unwrap_or_else(|e| Self::net_err(e));
                 Outcome::Done
             }
             Msg::Shutdown => Outcome::Done,

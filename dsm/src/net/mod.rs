@@ -875,6 +875,37 @@ impl Net {
             .wait_reply(&self.fabric, seam, what, slot, token, out)
     }
 
+    /// Sends a request of `kind` to each of several nodes (one payload each) and waits
+    /// until all have acknowledged it with [`Net::acknowledge`]: the requests overlap, so the
+    /// wait is about one round trip, not one per node (section 3.1: "write notices sent
+    /// to different destinations can be overlapped").
+    pub(crate) fn request_all_via(
+        &self,
+        seam: &Seam<'_>,
+        kind: u16,
+        slot: u16,
+        targets: &[(usize, &[u8])],
+    ) -> Result<(), MsgError> {
+        let token = self.msg.next_token(slot);
+        let mut from = 0u64;
+        for &(to, payload) in targets {
+            assert!(
+                from & (1u64 << to) == 0,
+                "two requests to node {to} in one round"
+            );
+            self.send_via(seam, to, kind, slot, token, payload)?;
+            from |= 1u64 << to;
+        }
+        self.msg
+            .wait_acks(&self.fabric, seam, kind, slot, token, from)
+    }
+
+    /// Acknowledges request `token` from `to`'s mailbox `slot` (sent by
+    /// [`Net::request_all_via`]).
+    pub fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError> {
+        self.msg.ack(&self.fabric, to, slot, token)
+    }
+
     /// Waits until a message may have arrived for this node. Fails if the cluster aborts.
     pub fn wait_for_messages(&self) -> Result<(), MsgError> {
         self.seam().until(WaitFor::Messages, || self.has_messages())

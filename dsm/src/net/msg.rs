@@ -35,7 +35,10 @@ use std::sync::Mutex;
 const RECORD_HEADER: u64 = 16;
 const RING_DATA_OFF: u64 = 64;
 const RING_CAPACITY: u64 = RING_BYTES - RING_DATA_OFF;
-const MAILBOX_DATA_OFF: u64 = 64;
+/// Per-source acknowledgement words of a mailbox (one u32 per node), for requests sent to
+/// several nodes at once and acknowledged without a payload ([`Messenger::ack`]).
+const MAILBOX_ACK_OFF: u64 = 64;
+const MAILBOX_DATA_OFF: u64 = MAILBOX_ACK_OFF + 4 * super::MAX_NODES as u64;
 const WRAP: u32 = u32::MAX;
 /// Offset, in the producer's head line, of the word a producer waiting for space counts
 /// itself in while parked.
@@ -319,6 +322,68 @@ impl Messenger {
         fabric.count(self.node, 0, fabric.packets_for(bytes));
         fabric.count(self.node, 1, bytes);
         Ok(())
+    }
+
+    /// Acknowledges request `token` of `to`'s mailbox `slot` without a payload: writes the
+    /// token into this node's acknowledgement word there. Several nodes may acknowledge
+    /// one request this way (see [`Messenger::wait_acks`]).
+    pub(super) fn ack(
+        &self,
+        fabric: &Fabric,
+        to: usize,
+        slot: u16,
+        token: u32,
+    ) -> Result<(), MsgError> {
+        if to >= fabric.layout.nodes {
+            return Err(MsgError::NoSuchNode(to));
+        }
+        if slot as usize >= fabric.layout.mailboxes {
+            return Err(MsgError::NoSuchMailbox {
+                slot: slot as usize,
+                slots: fabric.layout.mailboxes,
+            });
+        }
+        let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
+        // SAFETY: this node's acknowledgement word lies inside the mailbox (MAILBOX_ACK_OFF
+        // plus 4 per node, below MAILBOX_DATA_OFF), 4-aligned.
+        word32(unsafe { mb.add((MAILBOX_ACK_OFF + 4 * self.node as u64) as usize) })
+            .store(token, Ordering::SeqCst);
+        // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
+        wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
+        fabric.count(self.node, 3, 1);
+        fabric.count(self.node, 4, 8);
+        fabric.count(self.node, 0, fabric.packets_for(8));
+        fabric.count(self.node, 1, 8);
+        Ok(())
+    }
+
+    /// Waits through `seam` until every node in `from` has acknowledged request `token` of
+    /// mailbox `slot` (of requests of `kind`).
+    pub(super) fn wait_acks(
+        &self,
+        fabric: &Fabric,
+        seam: &Seam<'_>,
+        kind: u16,
+        slot: u16,
+        token: u32,
+        from: u64,
+    ) -> Result<(), MsgError> {
+        let mb = fabric.pool_ptr(self.node, fabric.mailbox_off(self.node, slot as usize));
+        // SAFETY: the parked word at offset 4 of our own mailbox.
+        let parked = word32(unsafe { mb.add(4) });
+        let acked = |n: usize| {
+            // SAFETY: node n's acknowledgement word, inside our own mailbox (see ack).
+            word32(unsafe { mb.add((MAILBOX_ACK_OFF + 4 * n as u64) as usize) })
+                .load(Ordering::SeqCst)
+                == token
+        };
+        let what = WaitFor::Acks {
+            kind,
+            nodes: from.count_ones() as usize,
+        };
+        seam.until_flagged(what, parked, || {
+            (0..64).filter(|n| from & (1u64 << n) != 0).all(acked)
+        })
     }
 
     /// Waits through `seam` for the reply `token` in mailbox `slot` (of a request `what`
