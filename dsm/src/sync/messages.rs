@@ -16,7 +16,7 @@
 
 use super::{request, SyncHost};
 use crate::net::Inbound;
-use crate::wire::kind;
+use crate::wire::{Msg, Reply};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -40,8 +40,11 @@ pub(crate) struct Managed {
     objects: Mutex<Objects>,
 }
 
-fn object(id: usize) -> [u8; 4] {
-    (id as u32).to_le_bytes()
+/// Sends `msg` to `to` and waits for the grant.
+fn ask<H: SyncHost + ?Sized>(host: &H, to: usize, msg: Msg<'_>) {
+    let mut payload = Vec::new();
+    msg.encode(&mut payload);
+    request(host, to, msg.kind(), &payload);
 }
 
 impl Managed {
@@ -56,49 +59,66 @@ impl Managed {
     }
 
     pub(crate) fn lock_acquire<H: SyncHost + ?Sized>(&self, host: &H, lock: usize) {
-        request(host, lock % host.nodes(), kind::LOCK_ACQ, &object(lock));
+        ask(
+            host,
+            lock % host.nodes(),
+            Msg::LockAcquire { lock: lock as u32 },
+        );
     }
 
     pub(crate) fn lock_release<H: SyncHost + ?Sized>(&self, host: &H, lock: usize) {
+        let msg = Msg::LockRelease { lock: lock as u32 };
+        let mut payload = Vec::new();
+        msg.encode(&mut payload);
         host.net()
             .send_via(
                 &host.seam(),
                 lock % host.nodes(),
-                kind::LOCK_REL,
+                msg.kind(),
                 host.slot(),
                 0,
-                &object(lock),
+                &payload,
             )
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// This node's arrival at barrier `b`, round `epoch`; returns when every node arrived.
     pub(crate) fn barrier<H: SyncHost + ?Sized>(&self, host: &H, b: usize, epoch: u64) {
-        let mut p = object(b).to_vec();
-        p.extend_from_slice(&epoch.to_le_bytes());
-        request(host, b % host.nodes(), kind::BARRIER, &p);
+        let msg = Msg::Barrier {
+            barrier: b as u32,
+            epoch,
+        };
+        ask(host, b % host.nodes(), msg);
     }
 
     pub(crate) fn flag_set<H: SyncHost + ?Sized>(&self, host: &H, f: usize) {
-        request(host, f % host.nodes(), kind::FLAG_SET, &object(f));
+        ask(host, f % host.nodes(), Msg::FlagSet { flag: f as u32 });
     }
 
     pub(crate) fn flag_wait<H: SyncHost + ?Sized>(&self, host: &H, f: usize) {
-        request(host, f % host.nodes(), kind::FLAG_WAIT, &object(f));
+        ask(host, f % host.nodes(), Msg::FlagWait { flag: f as u32 });
     }
 
     /// The manager's side: handles one synchronization message.
     pub(crate) fn handle<H: SyncHost + ?Sized>(&self, host: &H, m: &Inbound<'_>) {
-        let id = u32::from_le_bytes(m.payload[..4].try_into().expect("object id")) as usize;
+        let msg = Msg::decode(m.kind, m.payload).unwrap_or_else(|e| {
+            panic!(
+                "malformed synchronization message from node {}: {e}",
+                m.from
+            )
+        });
         let me: Waiter = (m.from, m.slot, m.token);
+        let mut ack = Vec::new();
+        Reply::Ack.encode(&mut ack);
         let grant = |w: Waiter| {
             host.net()
-                .reply(w.0, w.1, w.2, &[])
+                .reply(w.0, w.1, w.2, &ack)
                 .unwrap_or_else(|e| panic!("{e}"))
         };
         let mut g = self.objects.lock().expect("poisoned");
-        match m.kind {
-            kind::LOCK_ACQ => {
+        match msg {
+            Msg::LockAcquire { lock } => {
+                let id = lock as usize;
                 let (held, queue) = &mut g.locks[id];
                 if *held {
                     queue.push_back(me);
@@ -107,7 +127,8 @@ impl Managed {
                     grant(me);
                 }
             }
-            kind::LOCK_REL => {
+            Msg::LockRelease { lock } => {
+                let id = lock as usize;
                 let (held, queue) = &mut g.locks[id];
                 assert!(*held, "lock {id} released at its manager while free");
                 match queue.pop_front() {
@@ -115,8 +136,8 @@ impl Managed {
                     None => *held = false,
                 }
             }
-            kind::BARRIER => {
-                let waiting = &mut g.barriers[id];
+            Msg::Barrier { barrier, .. } => {
+                let waiting = &mut g.barriers[barrier as usize];
                 waiting.push(me);
                 if waiting.len() == host.nodes() {
                     for w in waiting.drain(..) {
@@ -124,23 +145,23 @@ impl Managed {
                     }
                 }
             }
-            kind::FLAG_SET => {
-                let (set, waiting) = &mut g.flags[id];
+            Msg::FlagSet { flag } => {
+                let (set, waiting) = &mut g.flags[flag as usize];
                 *set = true;
                 for w in waiting.drain(..) {
                     grant(w);
                 }
                 grant(me);
             }
-            kind::FLAG_WAIT => {
-                let (set, waiting) = &mut g.flags[id];
+            Msg::FlagWait { flag } => {
+                let (set, waiting) = &mut g.flags[flag as usize];
                 if *set {
                     grant(me);
                 } else {
                     waiting.push(me);
                 }
             }
-            k => panic!("not a synchronization message: {k}"),
+            other => panic!("not a synchronization message: {other:?}"),
         }
     }
 }
