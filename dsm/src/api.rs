@@ -41,7 +41,6 @@ use crate::sync::{SyncHost, SyncState};
 use crate::sys;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -359,15 +358,6 @@ impl Proc {
     pub fn local_id(&self) -> usize {
         self.local
     }
-}
-
-thread_local! {
-    static SLOT: Cell<Option<u16>> = const { Cell::new(None) };
-}
-
-/// The calling processor's mailbox slot, if it is a processor thread.
-pub(crate) fn current_slot() -> Option<u16> {
-    SLOT.with(Cell::get)
 }
 
 /// What one processor reports.
@@ -778,7 +768,7 @@ where
                     .name(format!("dsm-proc-{}-{local}", ctx.node))
                     .spawn_scoped(s, move || {
                         sys::ensure_alt_stack().expect("cannot set up the signal stack");
-                        SLOT.with(|c| c.set(Some(local as u16)));
+                        crate::engine::set_current_slot(Some(local as u16));
                         let p = Proc {
                             id: node.id * node.procs + local,
                             local,
@@ -802,7 +792,7 @@ where
                         p.node.sync.final_barrier(&*p.node, nbarriers - 1);
                         p.node.finish();
                         let breakdown = Clock::stop();
-                        SLOT.with(|c| c.set(None));
+                        crate::engine::set_current_slot(None);
                         sys::drop_alt_stack();
                         (
                             ProcReport {

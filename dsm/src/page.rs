@@ -22,6 +22,17 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
+/// Debug trace of home changes (set `DSM_TRACE_HOMES=1`), printed when a protocol check
+/// about homes fails.
+pub(crate) static TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn trace(f: impl FnOnce() -> String) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("DSM_TRACE_HOMES").is_some()) {
+        TRACE.lock().unwrap_or_else(|e| e.into_inner()).push(f());
+    }
+}
+
 /// What the application view may do with a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -166,7 +177,7 @@ impl PageTable {
     /// migration mark in the same store. The caller holds the page lock (`st` is its
     /// guard's state).
     pub fn set_home(&self, p: u32, st: &mut PageState, home: usize) {
-        crate::engine::trace(|| {
+        trace(|| {
             format!(
                 "set_home page {p} : {} -> {home} (hint {:#x}) at {:?}",
                 st.home,
@@ -184,7 +195,7 @@ impl PageTable {
     /// First touch: `p`'s home is `home`, learned without the page lock. Only moves the hint
     /// from "unknown"; returns the home the hint holds afterwards.
     pub fn learn_first_home(&self, p: u32, home: usize) -> usize {
-        crate::engine::trace(|| {
+        trace(|| {
             format!(
                 "learn_first page {p} : {home} (hint {:#x}) at {:?}",
                 self.hints[p as usize].load(Ordering::Relaxed),

@@ -50,18 +50,9 @@ use crate::stats::{Clock, NodeCounters};
 use crate::sync::SyncState;
 use crate::wait::{Seam, SeamLock, Serve, WaitFor};
 use crate::wire::{Msg, Reply};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
-
-/// Debug trace of home changes (set `DSM_TRACE_HOMES=1`), dumped when a protocol check fails.
-pub(crate) static TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-pub(crate) fn trace(f: impl FnOnce() -> String) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("DSM_TRACE_HOMES").is_some()) {
-        TRACE.lock().unwrap_or_else(|e| e.into_inner()).push(f());
-    }
-}
 
 /// A shared allocation, for error messages.
 #[derive(Clone, Debug)]
@@ -117,7 +108,18 @@ pub(crate) struct Node {
 /// Which mailbox the calling thread uses for requests: processors have their own; every
 /// other thread of the node (setup, the fault path outside processors) uses the spare one.
 pub(crate) fn my_slot(node: &Node) -> u16 {
-    crate::api::current_slot().unwrap_or(node.procs as u16)
+    SLOT.with(Cell::get).unwrap_or(node.procs as u16)
+}
+
+thread_local! {
+    /// The calling processor's mailbox slot (its index within its node), if it is one.
+    static SLOT: Cell<Option<u16>> = const { Cell::new(None) };
+}
+
+/// Marks the calling thread as processor `local` of its node (its mailbox slot), or as no
+/// processor with `None`.
+pub(crate) fn set_current_slot(local: Option<u16>) {
+    SLOT.with(|c| c.set(local));
 }
 
 /// A locked page: the guard wakes the node's deferred messages when it is released.
@@ -587,7 +589,7 @@ impl Node {
                     if to == self.id {
                         // The home moved here meanwhile: only our own request can do
                         // that, and we hold the lock, so this is a protocol error.
-                        for l in TRACE
+                        for l in crate::page::TRACE
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .iter()
