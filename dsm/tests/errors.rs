@@ -185,3 +185,50 @@ fn a_processor_dying_with_a_lock_held_stops_the_run() {
         );
     }
 }
+
+/// A homes file must name pages inside the heap and give each page one home; the error
+/// names the file, the line and what to do.
+#[test]
+fn a_homes_file_is_checked_against_the_cluster() {
+    let dir = std::env::temp_dir();
+    let cases = [
+        (
+            "outside",
+            "0 0\n99999 1\n",
+            "line 2: page 99999 lies outside the heap, which has 128 pages",
+        ),
+        (
+            "max",
+            "4294967295 0\n",
+            "line 1: page 4294967295 lies outside the heap",
+        ),
+        (
+            "twice",
+            "5 0\n# note\n5 1\n",
+            "line 3: page 5 is given a second home (line 1",
+        ),
+        (
+            "node",
+            "5 2\n",
+            "line 1: node 2 does not exist in a 2-node cluster",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = dir.join(format!("cashmere-homes-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let mut c = config(CSM_NONE);
+        c.heap_bytes = 1 << 20;
+        c.homes_file = Some(path.clone());
+        let e = c.homes().unwrap_err().to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains(want),
+            "{e}"
+        );
+        let e = Cluster::new(c)
+            .run(|_s| |_p: &dsm::Proc| ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
+}
