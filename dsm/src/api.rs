@@ -815,7 +815,13 @@ where
                         })) {
                             Ok(r) => r,
                             Err(payload) => {
-                                p.node.net.fabric().abort();
+                                // The first real failure is recorded as the origin of
+                                // the abort before anyone else can stop on it.
+                                crate::launch::record_failure(
+                                    p.node.net.fabric(),
+                                    p.node.id,
+                                    &crate::launch::panic_message(payload.as_ref()),
+                                );
                                 std::panic::resume_unwind(payload);
                             }
                         };

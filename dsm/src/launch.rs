@@ -20,7 +20,7 @@
 //! the launcher runs just the current test in the child; other programs get their own
 //! arguments unless [`LaunchSpec::child_args`] says otherwise.
 
-use crate::net::{node_state, Fabric, Layout, Profile, RESULT_BYTES};
+use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES};
 use crate::sys;
 use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -138,6 +138,7 @@ where
         spec.heap_bytes,
     )?
     .with_trace(spec.trace_entries);
+    quiet_abort_panics();
     let run = RUNS.with(|r| r.replace(r.get() + 1));
     if is_node_process() {
         if run < env_usize(ENV_RUN)? {
@@ -152,7 +153,58 @@ where
     }
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+/// Installs, once per process, a panic hook that prints nothing for the panics an abort
+/// causes (their message holds [`crate::ABORT_MESSAGE`]): they are consequences of another
+/// node's failure, which the launcher reports, not failures of their own. Every other
+/// panic goes to the hook that was installed before.
+fn quiet_abort_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let msg = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+            if !msg.is_some_and(is_secondary) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Records `cause` as `node`'s failure: as the origin of the abort if it is a failure of
+/// its own and the first, and in any case aborts the cluster.
+pub(crate) fn record_failure(fabric: &Fabric, node: usize, cause: &str) {
+    if is_secondary(cause) {
+        fabric.abort();
+    } else {
+        fabric.fail(node, cause);
+    }
+}
+
+/// The error of a failed run: the origin recorded in the fabric if there is one, else the
+/// launcher's own first failure (`fallback`).
+fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchError {
+    match (fabric.abort_origin(), fallback) {
+        (AbortOrigin::Recorded { node, cause }, _) => LaunchError::NodeFailed { node, cause },
+        (AbortOrigin::Claimed { node }, Some((n, cause))) if n == node => {
+            LaunchError::NodeFailed { node, cause }
+        }
+        (AbortOrigin::Claimed { node }, _) => LaunchError::NodeFailed {
+            node,
+            cause: "failed first, and ended before it could record why".into(),
+        },
+        (AbortOrigin::None, Some((node, cause))) => LaunchError::NodeFailed { node, cause },
+        (AbortOrigin::None, None) => LaunchError::NodeFailed {
+            node: 0,
+            cause: "the cluster was aborted without a recorded cause".into(),
+        },
+    }
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         format!("panicked: {s}")
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -194,10 +246,10 @@ where
                                     None => true,
                                     Some((_, c)) => is_secondary(c) && !is_secondary(&cause),
                                 };
+                                record_failure(&fabric, node, &cause);
                                 if replace {
                                     *first = Some((node, cause));
                                 }
-                                fabric.abort();
                                 None
                             }
                         }
@@ -210,8 +262,8 @@ where
             .map(|h| h.join().unwrap_or(None))
             .collect()
     });
-    if let Some((node, cause)) = first_failure.into_inner().expect("poisoned") {
-        return Err(LaunchError::NodeFailed { node, cause });
+    if let Some(first) = first_failure.into_inner().expect("poisoned") {
+        return Err(failure_report(fabric, Some(first)));
     }
     Ok(results
         .into_iter()
@@ -269,62 +321,74 @@ fn launch_processes(
         }
     }
     let mut done = vec![false; nodes];
+    let mut exited = vec![false; nodes];
+    // The launcher's own view of the first failure, used only if no node recorded one.
     let mut failure: Option<(usize, String)> = None;
-    while done.iter().any(|d| !d) && failure.is_none() {
+    let mut aborted_at: Option<Instant> = None;
+    loop {
         for node in 0..nodes {
-            if done[node] {
+            if exited[node] {
                 continue;
             }
             let Some(child) = children[node].as_mut() else {
                 continue;
             };
-            match child.try_wait() {
+            let cause = match child.try_wait() {
+                Ok(None) => continue,
                 Ok(Some(status)) => {
+                    exited[node] = true;
+                    children[node] = None;
                     let state = fabric.status(node).state.load(Ordering::Acquire);
                     if state == node_state::DONE && status.success() {
                         done[node] = true;
-                        children[node] = None;
+                        continue;
+                    }
+                    if state == node_state::FAILED {
+                        read_result(fabric, node)
+                            .map(|b| String::from_utf8_lossy(&b).into_owned())
+                            .unwrap_or_default()
+                    } else if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status)
+                    {
+                        format!("killed by {}", sys::signal_name(sig))
                     } else {
-                        let cause = if state == node_state::FAILED {
-                            read_result(fabric, node)
-                                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                                .unwrap_or_default()
-                        } else if let Some(sig) =
-                            std::os::unix::process::ExitStatusExt::signal(&status)
-                        {
-                            format!("killed by {}", sys::signal_name(sig))
-                        } else {
-                            format!(
-                                "exited with status {} before reporting a result",
-                                status.code().unwrap_or(-1)
-                            )
-                        };
-                        let secondary = is_secondary(&cause);
-                        if failure
-                            .as_ref()
-                            .is_none_or(|(_, c)| is_secondary(c) && !secondary)
-                        {
-                            failure = Some((node, cause));
-                        }
-                        if !secondary {
-                            break;
-                        }
+                        format!(
+                            "exited with status {} before reporting a result",
+                            status.code().unwrap_or(-1)
+                        )
                     }
                 }
-                Ok(None) => {}
-                Err(e) => failure = Some((node, format!("cannot wait for it: {e}"))),
+                Err(e) => format!("cannot wait for it: {e}"),
+            };
+            // A node that died without recording why (killed, exited early) gets its
+            // cause recorded here; the compare-exchange keeps an earlier origin.
+            record_failure(fabric, node, &cause);
+            if failure
+                .as_ref()
+                .is_none_or(|(_, c)| is_secondary(c) && !is_secondary(&cause))
+            {
+                failure = Some((node, cause));
             }
         }
-        if failure.is_none() && done.iter().any(|d| !d) {
-            wait_a_little();
+        if done.iter().all(|d| *d) {
+            break;
         }
-    }
-    if let Some((node, cause)) = failure {
-        stop_all(fabric, &mut children);
-        return Err(LaunchError::NodeFailed { node, cause });
+        if fabric.aborted() {
+            // The report is the origin the fabric recorded, whichever process exits first;
+            // wait for it to be published, or for every node to be gone, within a bound.
+            let since = *aborted_at.get_or_insert_with(Instant::now);
+            let recorded = matches!(fabric.abort_origin(), AbortOrigin::Recorded { .. });
+            if recorded || exited.iter().all(|e| *e) || since.elapsed() > ORIGIN_WAIT {
+                stop_all(fabric, &mut children);
+                return Err(failure_report(fabric, failure));
+            }
+        }
+        wait_a_little();
     }
     (0..nodes).map(|node| read_result(fabric, node)).collect()
 }
+
+/// How long the launcher waits, after an abort, for the first failure's record.
+const ORIGIN_WAIT: Duration = Duration::from_secs(2);
 
 /// The launcher's polling interval: failures are reported well within a second.
 fn wait_a_little() {
@@ -440,7 +504,7 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
         .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
-    fabric.abort();
+    record_failure(fabric, node, cause);
     std::process::exit(101)
 }
 
@@ -452,7 +516,7 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
         .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
-    fabric.abort();
+    record_failure(fabric, node, msg);
     sys::fatal(&format!("cashmere: node {node}: {msg}"))
 }
 

@@ -145,6 +145,43 @@ fn impossible_configurations_are_refused() {
     );
 }
 
+/// Runs the scenario of [`a_processor_dying_with_a_lock_held_stops_the_run`] once: the
+/// error, or `None` in a node process for a run it does not serve.
+///
+/// With `quiet`, processor 0 fails by `resume_unwind`, which skips the panic hook: the
+/// repetitions under load then spend no time printing and symbolizing backtraces.
+fn lock_holder_dies(proto: dsm::Protocol, mode: ExecMode, quiet: bool) -> Option<String> {
+    let mut c = Config::new(2, 2, proto);
+    c.heap_bytes = 16 << 20;
+    c.mode = mode;
+    let r = Cluster::new(c).run(|s| {
+        let l = s.lock();
+        let bar = s.barrier();
+        move |p| {
+            if p.id() == 0 {
+                l.acquire(p);
+            }
+            bar.wait(p);
+            if p.id() == 0 {
+                const WHY: &str = "processor 0 gives up holding the lock";
+                if quiet {
+                    std::panic::resume_unwind(Box::new(WHY));
+                }
+                panic!("{WHY}");
+            }
+            l.acquire(p); // never granted
+            l.release(p);
+        }
+    });
+    match r {
+        Err(e) if e.is_other_run() => None,
+        Err(e) => Some(e.to_string()),
+        Ok(_) => panic!("a run whose processor panicked must fail"),
+    }
+}
+
+const LOCK_HOLDER_DIES: &str = "node 0 failed: panicked: processor 0 gives up holding the lock";
+
 /// A processor that panics while holding a lock: the others, blocked on that lock (on its
 /// own node or elsewhere), are stopped and the error names the node and the panic.
 #[test]
@@ -155,35 +192,63 @@ fn a_processor_dying_with_a_lock_held_stops_the_run() {
         (CSM_DMS, ExecMode::Processes),
         (CSM_NONE, ExecMode::Processes),
     ] {
-        let mut c = Config::new(2, 2, proto);
-        c.heap_bytes = 16 << 20;
-        c.mode = mode;
-        let r = Cluster::new(c).run(|s| {
-            let l = s.lock();
-            let bar = s.barrier();
-            move |p| {
-                if p.id() == 0 {
-                    l.acquire(p);
-                }
-                bar.wait(p);
-                if p.id() == 0 {
-                    panic!("processor 0 gives up holding the lock");
-                }
-                l.acquire(p); // never granted
-                l.release(p);
-            }
-        });
-        let e = match r {
-            Err(e) if e.is_other_run() => continue,
-            Err(e) => e.to_string(),
-            Ok(_) => panic!("a run whose processor panicked must fail"),
-        };
-        assert_eq!(
-            e, "node 0 failed: panicked: processor 0 gives up holding the lock",
-            "{} {mode}",
-            proto.name
-        );
+        if let Some(e) = lock_holder_dies(proto, mode, false) {
+            assert_eq!(e, LOCK_HOLDER_DIES, "{} {mode}", proto.name);
+        }
     }
+}
+
+/// The same scenario, many times, while busy threads load the machine (one per two
+/// cores, beside whatever else runs; more makes the in-process runs very slow): the report is the
+/// first real failure (node 0's panic), never a node the abort stopped, whichever process
+/// or thread ends first.
+#[test]
+fn the_first_failure_is_reported_on_a_loaded_machine() {
+    const REPETITIONS: usize = 20;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Node processes rerun this test only to reach their own run: no load from them.
+    let load: Vec<_> = if dsm::launch::is_node_process() {
+        Vec::new()
+    } else {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (0..cores.div_ceil(2))
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                })
+            })
+            .collect()
+    };
+    let mut reports = Vec::new();
+    for i in 0..REPETITIONS {
+        for mode in [ExecMode::Threads, ExecMode::Processes] {
+            let proto = if i % 2 == 0 { CSM_NONE } else { CSM_DMS };
+            if let Some(e) = lock_holder_dies(proto, mode, true) {
+                reports.push((i, mode, proto.name, e));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    assert_eq!(reports.len(), 2 * REPETITIONS);
+    let wrong: Vec<_> = reports
+        .iter()
+        .filter(|(_, _, _, e)| e != LOCK_HOLDER_DIES)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} runs reported another failure: {wrong:?}",
+        wrong.len(),
+        reports.len()
+    );
 }
 
 /// A homes file must name pages inside the heap and give each page one home; the error
