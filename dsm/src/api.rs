@@ -34,7 +34,7 @@ use crate::config::{Config, DataStrategy, DsmError, FaultBackend, MetadataStrate
 use crate::directory::Directory;
 use crate::engine::{Allocation, Node, Regions};
 use crate::fault::Protector;
-use crate::launch::{launch, ExecMode, LaunchSpec, NodeCtx};
+use crate::launch::{launch_with_stall_timeout, ExecMode, LaunchSpec, NodeCtx};
 use crate::net::{Backing, Net};
 use crate::stats::{Breakdown, Clock, Counters};
 use crate::sync::SyncState;
@@ -478,7 +478,9 @@ impl Cluster {
             child_args: cfg.child_args.clone(),
             trace_entries: 0,
         };
-        let outcomes = launch(&spec, |ctx| run_node(cfg, ctx, &setup, homes.as_deref()))?;
+        let outcomes = launch_with_stall_timeout(&spec, cfg.stall_timeout, |ctx| {
+            run_node(cfg, ctx, &setup, homes.as_deref())
+        })?;
         let mut report = Report {
             results: Vec::new(),
             procs: Vec::new(),

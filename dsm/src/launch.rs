@@ -24,7 +24,7 @@ use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES}
 use crate::sys;
 use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +80,9 @@ pub struct LaunchSpec {
 pub enum LaunchError {
     #[error("node {node} failed: {cause}")]
     NodeFailed { node: usize, cause: String },
+    /// The node's heartbeat stood still for the stall limit (see the module doc).
+    #[error("node {node} {cause}")]
+    Stalled { node: usize, cause: String },
     #[error(transparent)]
     Net(#[from] crate::net::NetError),
     #[error("cannot start node process {node}: {source}")]
@@ -126,8 +129,23 @@ pub fn is_node_process() -> bool {
     std::env::var_os(ENV_NODE).is_some()
 }
 
-/// Runs `node_main` on every node and returns each node's result, in node order.
+/// Runs `node_main` on every node and returns each node's result, in node order. A node
+/// whose heartbeat stands still for [`crate::DEFAULT_STALL_TIMEOUT`] stops the run.
 pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, LaunchError>
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    launch_with_stall_timeout(spec, crate::DEFAULT_STALL_TIMEOUT, node_main)
+}
+
+/// Like [`launch`], with the stall limit `stall_timeout`: a node past start-up whose
+/// heartbeat ([`crate::net::Net::poll`]) stands still that long is reported as stopped,
+/// and the run is stopped.
+pub fn launch_with_stall_timeout<F>(
+    spec: &LaunchSpec,
+    stall_timeout: Duration,
+    node_main: F,
+) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
@@ -148,8 +166,8 @@ where
     }
     let fabric = Fabric::create(layout, &spec.profile)?;
     match spec.mode {
-        ExecMode::Threads => launch_threads(&fabric, &node_main),
-        ExecMode::Processes => launch_processes(spec, &fabric, run),
+        ExecMode::Threads => launch_threads(&fabric, stall_timeout, &node_main),
+        ExecMode::Processes => launch_processes(spec, &fabric, run, stall_timeout),
     }
 }
 
@@ -188,6 +206,9 @@ pub(crate) fn record_failure(fabric: &Fabric, node: usize, cause: &str) {
 /// launcher's own first failure (`fallback`).
 fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchError {
     match (fabric.abort_origin(), fallback) {
+        (AbortOrigin::Recorded { node, cause }, _) if cause.starts_with(STALLED) => {
+            LaunchError::Stalled { node, cause }
+        }
         (AbortOrigin::Recorded { node, cause }, _) => LaunchError::NodeFailed { node, cause },
         (AbortOrigin::Claimed { node }, Some((n, cause))) if n == node => {
             LaunchError::NodeFailed { node, cause }
@@ -201,6 +222,71 @@ fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchE
             node: 0,
             cause: "the cluster was aborted without a recorded cause".into(),
         },
+    }
+}
+
+/// How a stalled node's cause begins ("node 1 stopped responding: ...").
+const STALLED: &str = "stopped responding: ";
+
+/// Watches the heartbeats of the nodes past start-up (see [`crate::net::Net::poll`]).
+struct StallWatch {
+    limit: Duration,
+    /// Per node: the last heartbeat count seen and when it last changed.
+    seen: Vec<Option<(u64, Instant)>>,
+}
+
+impl StallWatch {
+    fn new(nodes: usize, limit: Duration) -> StallWatch {
+        StallWatch {
+            limit,
+            seen: vec![None; nodes],
+        }
+    }
+
+    /// The first node among `live` whose heartbeat has not moved for the limit, with the
+    /// cause to report. Nodes before the start-up barrier are not watched (their service
+    /// thread does not run yet).
+    fn check(&mut self, fabric: &Fabric, live: impl Fn(usize) -> bool) -> Option<(usize, String)> {
+        let now = Instant::now();
+        for node in 0..self.seen.len() {
+            let state = fabric.status(node).state.load(Ordering::Acquire);
+            if !live(node) || state != node_state::READY {
+                self.seen[node] = None;
+                continue;
+            }
+            let beat = fabric.heartbeat(node);
+            match self.seen[node] {
+                Some((last, since)) if last == beat => {
+                    if now.duration_since(since) >= self.limit {
+                        let pid = fabric.status(node).pid.load(Ordering::Relaxed);
+                        let pid = if pid == 0 {
+                            String::new()
+                        } else {
+                            format!(", pid {pid}")
+                        };
+                        return Some((
+                            node,
+                            format!(
+                                "{STALLED}no heartbeat for {} s (state: past start-up, running the program{pid}; its service thread stopped polling for messages: the node is stopped, swapped out, deadlocked or looping inside the runtime); the other nodes were stopped; raise the limit with --stall-timeout or DSM_STALL_TIMEOUT if the node is only slow",
+                                secs(self.limit)
+                            ),
+                        ));
+                    }
+                }
+                _ => self.seen[node] = Some((beat, now)),
+            }
+        }
+        None
+    }
+}
+
+/// A duration in seconds as a person writes it: `10`, `2.5`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
     }
 }
 
@@ -218,17 +304,41 @@ fn is_secondary(cause: &str) -> bool {
     cause.contains(crate::ABORT_MESSAGE)
 }
 
-fn launch_threads<F>(fabric: &Arc<Fabric>, node_main: &F) -> Result<Vec<Vec<u8>>, LaunchError>
+fn launch_threads<F>(
+    fabric: &Arc<Fabric>,
+    stall_timeout: Duration,
+    node_main: &F,
+) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
     let nodes = fabric.layout().nodes;
     let first_failure: Mutex<Option<(usize, String)>> = Mutex::new(None);
+    let finished: Vec<AtomicBool> = (0..nodes).map(|_| AtomicBool::new(false)).collect();
+    let all_finished = AtomicBool::new(false);
     let results: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+        // The stall watch: a node thread cannot be killed, so a stalled node is recorded
+        // as the failure and the cluster aborted; the others unwind from their waits.
+        let watcher = std::thread::Builder::new()
+            .name("dsm-stall-watch".into())
+            .spawn_scoped(s, || {
+                let mut watch = StallWatch::new(nodes, stall_timeout);
+                while !all_finished.load(Ordering::Acquire) && !fabric.aborted() {
+                    if let Some((node, cause)) =
+                        watch.check(fabric, |n| !finished[n].load(Ordering::Acquire))
+                    {
+                        fabric.fail(node, &cause);
+                        break;
+                    }
+                    std::thread::park_timeout(WATCH_INTERVAL);
+                }
+            })
+            .expect("cannot spawn the stall watch");
         let handles: Vec<_> = (0..nodes)
             .map(|node| {
                 let fabric = Arc::clone(fabric);
                 let first_failure = &first_failure;
+                let finished = &finished;
                 std::thread::Builder::new()
                     .name(format!("dsm-node-{node}"))
                     .spawn_scoped(s, move || {
@@ -238,6 +348,7 @@ where
                         };
                         let outcome = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
                             .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+                        finished[node].store(true, Ordering::Release);
                         match outcome {
                             Ok(bytes) => Some(bytes),
                             Err(cause) => {
@@ -257,13 +368,18 @@ where
                     .expect("cannot spawn a node thread")
             })
             .collect();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| h.join().unwrap_or(None))
-            .collect()
+            .collect();
+        all_finished.store(true, Ordering::Release);
+        watcher.thread().unpark();
+        let _ = watcher.join();
+        results
     });
-    if let Some(first) = first_failure.into_inner().expect("poisoned") {
-        return Err(failure_report(fabric, Some(first)));
+    let first = first_failure.into_inner().expect("poisoned");
+    if first.is_some() || fabric.aborted() {
+        return Err(failure_report(fabric, first));
     }
     Ok(results
         .into_iter()
@@ -297,6 +413,7 @@ fn launch_processes(
     spec: &LaunchSpec,
     fabric: &Arc<Fabric>,
     run: usize,
+    stall_timeout: Duration,
 ) -> Result<Vec<Vec<u8>>, LaunchError> {
     let nodes = fabric.layout().nodes;
     let args = spec.child_args.clone().unwrap_or_else(default_child_args);
@@ -325,6 +442,7 @@ fn launch_processes(
     // The launcher's own view of the first failure, used only if no node recorded one.
     let mut failure: Option<(usize, String)> = None;
     let mut aborted_at: Option<Instant> = None;
+    let mut watch = StallWatch::new(nodes, stall_timeout);
     loop {
         for node in 0..nodes {
             if exited[node] {
@@ -372,6 +490,11 @@ fn launch_processes(
         if done.iter().all(|d| *d) {
             break;
         }
+        if !fabric.aborted() {
+            if let Some((node, cause)) = watch.check(fabric, |n| !exited[n]) {
+                fabric.fail(node, &cause);
+            }
+        }
         if fabric.aborted() {
             // The report is the origin the fabric recorded, whichever process exits first;
             // wait for it to be published, or for every node to be gone, within a bound.
@@ -386,6 +509,9 @@ fn launch_processes(
     }
     (0..nodes).map(|node| read_result(fabric, node)).collect()
 }
+
+/// How often the in-process stall watch looks at the heartbeats.
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How long the launcher waits, after an abort, for the first failure's record.
 const ORIGIN_WAIT: Duration = Duration::from_secs(2);

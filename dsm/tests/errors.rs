@@ -297,3 +297,89 @@ fn a_homes_file_is_checked_against_the_cluster() {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+/// A node that stops (SIGSTOP, as a swapped-out or frozen machine would) in the parallel
+/// phase: the launcher sees its heartbeat stand still, names it, and stops every node
+/// process, so nothing is left running.
+#[test]
+fn a_stopped_node_is_detected_and_the_run_stopped() {
+    let mut c = Config::new(2, 1, CSM_NONE);
+    c.heap_bytes = 16 << 20;
+    c.mode = ExecMode::Processes;
+    c.stall_timeout = std::time::Duration::from_secs(2);
+    // Each node process writes its pid here once it is in the parallel phase; the
+    // launcher (this test) is their parent.
+    let launcher = if dsm::launch::is_node_process() {
+        std::os::unix::process::parent_id()
+    } else {
+        std::process::id()
+    };
+    let pid_file =
+        |node: usize| std::env::temp_dir().join(format!("cashmere-stall-{launcher}-node{node}"));
+    let started = std::time::Instant::now();
+    let r = Cluster::new(c).run(|s| {
+        let bar = s.barrier();
+        move |p| {
+            bar.wait(p);
+            std::fs::write(pid_file(p.node()), std::process::id().to_string()).unwrap();
+            if p.node() == 1 {
+                // Every thread of this node process stops here, its service thread too.
+                dsm::sys::raise_stop();
+            }
+            bar.wait(p); // node 0 waits here for node 1, which never comes
+        }
+    });
+    let e = match r {
+        Err(e) if e.is_other_run() => return,
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a run with a stopped node must fail"),
+    };
+    assert!(
+        e.starts_with("node 1 stopped responding: no heartbeat for 2 s"),
+        "{e}"
+    );
+    assert!(e.contains("--stall-timeout"), "{e}");
+    let elapsed = started.elapsed();
+    assert!(elapsed < std::time::Duration::from_secs(30), "{elapsed:?}");
+    for node in 0..2 {
+        let pid: u32 = std::fs::read_to_string(pid_file(node))
+            .expect("the node reached its parallel phase")
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_file(pid_file(node));
+        assert!(
+            !dsm::sys::process_exists(pid),
+            "node {node}'s process {pid} is still there"
+        );
+    }
+}
+
+/// A processor that computes for longer than the stall limit without entering the runtime
+/// is not a stopped node: its service thread keeps the heartbeat going.
+#[test]
+fn a_long_computation_between_runtime_entries_is_not_a_stall() {
+    for mode in [ExecMode::Processes, ExecMode::Threads] {
+        let mut c = Config::new(2, 1, CSM_NONE);
+        c.heap_bytes = 16 << 20;
+        c.mode = mode;
+        c.stall_timeout = std::time::Duration::from_secs(1);
+        let r = Cluster::new(c).run(|s| {
+            let bar = s.barrier();
+            move |p| {
+                bar.wait(p);
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < std::time::Duration::from_millis(2500) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                bar.wait(p);
+                x > 0
+            }
+        });
+        match r {
+            Err(e) if e.is_other_run() => {}
+            Err(e) => panic!("{mode}: {e}"),
+            Ok(r) => assert!(r.results.iter().all(|&b| b)),
+        }
+    }
+}

@@ -43,6 +43,10 @@ pub struct ClusterArgs {
     /// Replay home assignments from a file (`page home` per line).
     #[arg(long)]
     pub homes: Option<PathBuf>,
+    /// Seconds a node may go without a heartbeat before it is reported as stopped and
+    /// the run is stopped [env: DSM_STALL_TIMEOUT] [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub stall_timeout: Option<String>,
 }
 
 /// Where a setting's value came from, for error messages.
@@ -128,6 +132,15 @@ impl ClusterArgs {
                     .map_err(|_| "expected a whole number of MiB, such as 1024".to_string())?;
                 dsm::mib_to_bytes(mb)
             },
+        )?;
+        c.stall_timeout = parse_setting(
+            setting(
+                &self.stall_timeout,
+                "--stall-timeout",
+                "DSM_STALL_TIMEOUT",
+                "10",
+            ),
+            dsm::parse_seconds,
         )?;
         c.homes_file = self.homes.clone();
         c.validate()?;

@@ -407,6 +407,36 @@ fn a_closed_pipe_ends_the_command_quietly() {
 }
 
 #[test]
+fn the_stall_limit_must_be_a_positive_number_of_seconds() {
+    for v in ["0", "-1", "nan", "inf", "ten"] {
+        refused(
+            &["run", "sor", &format!("--stall-timeout={v}")],
+            &[],
+            &[&format!("--stall-timeout `{v}`"), "seconds"],
+        );
+    }
+    refused(
+        &["run", "sor"],
+        &[("DSM_STALL_TIMEOUT", "0")],
+        &["DSM_STALL_TIMEOUT=`0`", "--stall-timeout", "seconds"],
+    );
+    let o = cashmere(
+        &[
+            "run",
+            "sor",
+            "--stall-timeout",
+            "2.5",
+            "--nodes",
+            "1",
+            "--procs",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+}
+
+#[test]
 fn bench_needs_at_least_one_iteration() {
     refused(
         &["bench", "net", "--iters", "0"],

@@ -226,6 +226,9 @@ struct Header {
     /// 0 until the origin's cause is in `abort_cause`, then its length plus one.
     abort_cause_len: AtomicU32,
     abort_cause: [AtomicU8; ABORT_CAUSE_BYTES],
+    /// Each node's liveness counter, bumped by every [`Net::poll`] of the node (its service
+    /// thread polls at least every 50 ms while it runs) and watched by the launcher.
+    heartbeat: [Padded<AtomicU64>; MAX_NODES],
 }
 
 /// Bytes of the first failure's cause kept in the header; a longer cause is cut at a
@@ -572,6 +575,12 @@ impl Fabric {
         won
     }
 
+    /// `node`'s heartbeat count (see [`Net::poll`]): the launcher declares a node that
+    /// runs but whose count stands still for the stall limit stopped.
+    pub fn heartbeat(&self, node: usize) -> u64 {
+        self.header().heartbeat[node].0.load(Ordering::Relaxed)
+    }
+
     /// The first failure recorded with [`Fabric::fail`].
     pub fn abort_origin(&self) -> AbortOrigin {
         let h = self.header();
@@ -911,7 +920,13 @@ impl Net {
     }
 
     /// Hands every waiting inbound message to `f`; returns how many there were.
+    ///
+    /// Every call is also this node's heartbeat: the launcher takes a node whose heartbeat
+    /// stands still for the stall limit for a stopped one.
     pub fn poll(&self, f: impl FnMut(Inbound<'_>)) -> usize {
+        self.fabric.header().heartbeat[self.node]
+            .0
+            .fetch_add(1, Ordering::Relaxed);
         self.msg.poll(&self.fabric, f)
     }
 
