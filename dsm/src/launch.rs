@@ -19,6 +19,27 @@
 //! program that launches several clusters skips (`continue`s past). Inside a libtest test
 //! the launcher runs just the current test in the child; other programs get their own
 //! arguments unless [`LaunchSpec::child_args`] says otherwise.
+//!
+//! # The first failure
+//!
+//! The first node to fail records itself and its cause in the fabric
+//! ([`Fabric::fail`]: a compare-exchange on the origin word, then the cause, published
+//! before the abort flag), before any other node can stop on the abort. In both modes
+//! the launcher reports that record, so the report never depends on which process or
+//! thread ends first. A node that dies without recording (killed by a signal, an early
+//! exit) gets its cause recorded by the launcher, under the same compare-exchange. Panics
+//! that are consequences of the abort ([`crate::ABORT_MESSAGE`]) print nothing.
+//!
+//! # Stalled nodes
+//!
+//! Every [`crate::net::Net::poll`] bumps the node's heartbeat word in the fabric; the
+//! service thread polls at least every 50 ms while the node runs, even while its
+//! processors compute. The launcher watches the heartbeats of the nodes past the start-up
+//! barrier, in host time, and when one stands still for the stall limit
+//! ([`crate::Config::stall_timeout`], 10 s by default) it records
+//! `node N stopped responding: no heartbeat for ...` as the failure and stops the run: in
+//! process mode it kills every node process; in thread mode it aborts the cluster (a node
+//! thread cannot be killed: one stuck outside every abort check keeps the run waiting).
 
 use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES};
 use crate::sys;

@@ -313,7 +313,7 @@ fn check_writable(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
         .append(true)
         .create(true)
         .open(path)
-        .map_err(|e| fail(format!("cannot be written ({})", e.kind())))?;
+        .map_err(|e| fail(format!("cannot be created or written: {e}")))?;
     if !existed {
         let _ = std::fs::remove_file(path);
     }

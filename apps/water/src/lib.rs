@@ -10,7 +10,10 @@
 //! The SPLASH-2 deck `water/n512-p1.in` and `water/random.in`, read as the originals read
 //! them ([`deck`]). Parameters: `molecules` (a cube: 64, 512, 9261), `steps`, and the deck
 //! values `tstep` (seconds), `norder`, `nprint` and `cutoff` (angstrom, 0 for half the
-//! box), each `deck` by default. Every size uses the deck's cutoff 6.212752, which is half
+//! box), each `deck` by default; `short_random` says what a `random` file with fewer
+//! than `1 + 9 * molecules` numbers means: `error` (test and small sizes), or `zero`
+//! (the paper size, whose 9261 molecules need more than the shipped file holds): SPLASH-2's
+//! zero velocities past its end (see [`deck`]). Every size uses the deck's cutoff 6.212752, which is half
 //! the box at 64 molecules and gives 2, 4 and 10 cells per side to Water-spatial at 64,
 //! 512 and 9261 molecules. The potential energy is computed every `nprint` steps as in the
 //! original, and also after the last step if that is not one of them. Sizes: `test` 64
