@@ -308,7 +308,11 @@ fn output_paths_are_checked_before_the_run() {
     refused(
         &["run", "sor", "--save-homes", "/proc/cashmere-homes"],
         &[],
-        &["--save-homes", "/proc/cashmere-homes", "cannot be created or written"],
+        &[
+            "--save-homes",
+            "/proc/cashmere-homes",
+            "cannot be created or written",
+        ],
     );
     let d = std::env::temp_dir();
     refused(
