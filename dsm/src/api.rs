@@ -34,7 +34,7 @@ use crate::config::{Config, DataStrategy, DsmError, FaultBackend, MetadataStrate
 use crate::directory::Directory;
 use crate::engine::{Allocation, Node, Regions};
 use crate::fault::Protector;
-use crate::launch::{launch, ExecMode, LaunchSpec, NodeCtx};
+use crate::launch::{launch_with_stall_timeout, ExecMode, LaunchSpec, NodeCtx};
 use crate::net::{Backing, Net};
 use crate::stats::{Breakdown, Clock, Counters};
 use crate::sync::{SyncHost, SyncState};
@@ -458,10 +458,7 @@ impl Cluster {
     {
         let cfg = &self.config;
         cfg.validate()?;
-        let homes = match &cfg.homes_file {
-            Some(path) => Some(read_homes(path, cfg.nodes)?),
-            None => None,
-        };
+        let homes = cfg.homes()?;
         let spec = LaunchSpec {
             nodes: cfg.nodes,
             procs: cfg.procs_per_node,
@@ -471,7 +468,9 @@ impl Cluster {
             child_args: cfg.child_args.clone(),
             trace_entries: 0,
         };
-        let outcomes = launch(&spec, |ctx| run_node(cfg, ctx, &setup, homes.as_deref()))?;
+        let outcomes = launch_with_stall_timeout(&spec, cfg.stall_timeout, |ctx| {
+            run_node(cfg, ctx, &setup, homes.as_deref())
+        })?;
         let mut report = Report {
             results: Vec::new(),
             procs: Vec::new(),
@@ -506,32 +505,71 @@ impl Cluster {
     }
 }
 
-fn read_homes(path: &std::path::Path, nodes: usize) -> Result<Vec<(u32, u8)>, DsmError> {
+impl Config {
+    /// The home assignments of [`Config::homes_file`], read and checked against this
+    /// cluster (every page inside the heap, every node in the cluster, one home per page).
+    /// A program may call it to refuse a bad file before any work; [`Cluster::run`] does.
+    pub fn homes(&self) -> Result<Option<Vec<(u32, u8)>>, DsmError> {
+        match &self.homes_file {
+            Some(path) => read_homes(path, self.nodes, self.heap_bytes / self.page_bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Reads a homes file (`page home` per line, `#` comments) for a cluster of `nodes` nodes
+/// whose heap has `heap_pages` pages. Every line must name a page inside the heap and a
+/// node of the cluster, and no page may be given twice.
+fn read_homes(
+    path: &std::path::Path,
+    nodes: usize,
+    heap_pages: usize,
+) -> Result<Vec<(u32, u8)>, DsmError> {
     let err = |why: String| DsmError::HomesFile {
         path: path.to_path_buf(),
         why,
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let mut out = Vec::new();
+    let mut first_line: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let mut it = line.split_whitespace();
         let (Some(p), Some(h), None) = (it.next(), it.next(), it.next()) else {
-            return Err(err(format!("line {}: expected `page home`", i + 1)));
+            return Err(err(format!(
+                "line {n}: expected `page home` (two whole numbers), got `{line}`"
+            )));
         };
-        let p: u32 = p
-            .parse()
-            .map_err(|_| err(format!("line {}: `{p}` is not a page number", i + 1)))?;
-        let h: u8 = h
-            .parse()
-            .map_err(|_| err(format!("line {}: `{h}` is not a node number", i + 1)))?;
+        let p: u32 = p.parse().map_err(|_| {
+            err(format!(
+                "line {n}: `{p}` is not a page number (a whole number from 0 to {})",
+                heap_pages.saturating_sub(1)
+            ))
+        })?;
+        let h: u8 = h.parse().map_err(|_| {
+            err(format!(
+                "line {n}: `{h}` is not a node number (0 to {})",
+                nodes - 1
+            ))
+        })?;
         if h as usize >= nodes {
             return Err(err(format!(
-                "line {}: node {h} does not exist in a {nodes}-node cluster",
-                i + 1
+                "line {n}: node {h} does not exist in a {nodes}-node cluster; run with the node count the file was written for, or write it again with --save-homes"
+            )));
+        }
+        if p as usize >= heap_pages {
+            return Err(err(format!(
+                "line {n}: page {p} lies outside the heap, which has {heap_pages} pages (0 to {}); run with the heap and page size the file was written for (--heap-mb, --page-kb), or write it again with --save-homes",
+                heap_pages.saturating_sub(1)
+            )));
+        }
+        if let Some(first) = first_line.insert(p, n) {
+            return Err(err(format!(
+                "line {n}: page {p} is given a second home (line {first} gave it one already); a page has one home: remove one of the two lines"
             )));
         }
         out.push((p, h));
@@ -783,7 +821,13 @@ where
                         })) {
                             Ok(r) => r,
                             Err(payload) => {
-                                p.node.net.fabric().abort();
+                                // The first real failure is recorded as the origin of
+                                // the abort before anyone else can stop on it.
+                                crate::launch::record_failure(
+                                    p.node.net.fabric(),
+                                    p.node.id,
+                                    &crate::launch::panic_message(payload.as_ref()),
+                                );
                                 std::panic::resume_unwind(payload);
                             }
                         };

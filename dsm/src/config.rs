@@ -7,6 +7,7 @@ use crate::net::{profile, Features, Profile};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How modified shared data reaches the home node (the paper's "data" column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +157,45 @@ pub struct Config {
     pub homes_file: Option<PathBuf>,
     /// Arguments for node processes (see [`crate::launch`]).
     pub child_args: Option<Vec<OsString>>,
+    /// How long a node's heartbeat may stand still before the launcher declares it stopped
+    /// (see [`crate::launch`], "Stalled nodes"); default [`DEFAULT_STALL_TIMEOUT`].
+    pub stall_timeout: Duration,
+}
+
+/// The default of [`Config::stall_timeout`]: long enough that a slow but live node (its
+/// service thread polls at least every 50 ms) is never taken for a stopped one.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest heap per node: 1 TiB, so that 32 nodes' heaps, each mapped twice in the
+/// in-process mode, fit a 47-bit address space.
+pub const MAX_HEAP_BYTES: usize = 1 << 40;
+
+/// `mb` MiB in bytes, or why that does not fit a `usize`.
+pub fn mib_to_bytes(mb: usize) -> Result<usize, String> {
+    mb.checked_mul(1 << 20).ok_or_else(|| {
+        format!(
+            "{mb} MiB is more bytes than this machine can address; the limit is {} MiB",
+            MAX_HEAP_BYTES >> 20
+        )
+    })
+}
+
+/// `kb` KiB in bytes, or why that does not fit a `usize`.
+pub fn kb_to_bytes(kb: usize) -> Result<usize, String> {
+    kb.checked_mul(1 << 10)
+        .ok_or_else(|| format!("{kb} KiB is more bytes than this machine can address"))
+}
+
+/// A positive, finite number of seconds (`10`, `2.5`).
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of seconds, such as 10 or 2.5".to_string())?;
+    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+        return Err("expected a positive, finite number of seconds, such as 10 or 2.5".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// The errors a user of the DSM can get. Every message says what happened and what to do.
@@ -178,13 +218,13 @@ pub enum DsmError {
         network: String,
         protocol: String,
     },
-    #[error("shared allocations of {wanted} bytes exceed the heap of {heap} bytes; raise the heap size (DSM_HEAP_MB or the builder's heap_bytes)")]
+    #[error("shared allocations of {wanted} bytes ({wanted_mib} MiB) exceed the heap of {heap} bytes ({heap_mib} MiB); raise the heap size: `--heap-mb {wanted_mib}` on the command line, DSM_HEAP_MB={wanted_mib} in the environment, or Config::heap_bytes in a program", wanted_mib = wanted.div_ceil(1 << 20), heap_mib = heap >> 20)]
     HeapExhausted { wanted: usize, heap: usize },
     #[error(transparent)]
     Launch(#[from] crate::launch::LaunchError),
     #[error(transparent)]
     Net(#[from] crate::net::NetError),
-    #[error("cannot read the homes file {path}: {why}")]
+    #[error("homes file {path}: {why}")]
     HomesFile { path: PathBuf, why: String },
     #[error("a node's result could not be decoded: {0}")]
     Result(String),
@@ -214,32 +254,44 @@ impl Config {
             heap_bytes: 256 << 20,
             homes_file: None,
             child_args: None,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
         }
     }
 
-    /// Applies `DSM_NETWORK`, `DSM_PAGE_KB`, `DSM_BACKEND`, `DSM_EXEC` and `DSM_HEAP_MB`.
+    /// Applies `DSM_NETWORK`, `DSM_PAGE_KB`, `DSM_BACKEND`, `DSM_EXEC`, `DSM_HEAP_MB` and
+    /// `DSM_STALL_TIMEOUT`. A value that does not parse is an error naming the variable.
     pub fn apply_env(mut self) -> Result<Config, DsmError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let bad = |k: &str, v: &str, why: &str| {
+            DsmError::Config(format!(
+                "environment variable {k}=`{v}` is not valid: {why}; fix it or unset it"
+            ))
+        };
         if let Some(v) = var("DSM_NETWORK") {
-            self.profile = profile::by_name(&v).map_err(|e| DsmError::Config(e.to_string()))?;
+            self.profile =
+                profile::by_name(&v).map_err(|e| bad("DSM_NETWORK", &v, &e.to_string()))?;
         }
         if let Some(v) = var("DSM_PAGE_KB") {
-            let kb: usize = v
-                .parse()
-                .map_err(|_| DsmError::Config(format!("DSM_PAGE_KB=`{v}` is not a number")))?;
-            self.page_bytes = kb * 1024;
+            self.page_bytes = v
+                .parse::<usize>()
+                .ok()
+                .and_then(|kb| kb_to_bytes(kb).ok())
+                .ok_or_else(|| bad("DSM_PAGE_KB", &v, "expected a page size in KiB: 4 or 8"))?;
         }
         if let Some(v) = var("DSM_BACKEND") {
-            self.backend = v.parse().map_err(DsmError::Config)?;
+            self.backend = v.parse().map_err(|e: String| bad("DSM_BACKEND", &v, &e))?;
         }
         if let Some(v) = var("DSM_EXEC") {
-            self.mode = v.parse().map_err(DsmError::Config)?;
+            self.mode = v.parse().map_err(|e: String| bad("DSM_EXEC", &v, &e))?;
         }
         if let Some(v) = var("DSM_HEAP_MB") {
-            let mb: usize = v
-                .parse()
-                .map_err(|_| DsmError::Config(format!("DSM_HEAP_MB=`{v}` is not a number")))?;
-            self.heap_bytes = mb << 20;
+            self.heap_bytes = v
+                .parse::<usize>()
+                .map_err(|_| bad("DSM_HEAP_MB", &v, "expected a whole number of MiB"))
+                .and_then(|mb| mib_to_bytes(mb).map_err(|e| bad("DSM_HEAP_MB", &v, &e)))?;
+        }
+        if let Some(v) = var("DSM_STALL_TIMEOUT") {
+            self.stall_timeout = parse_seconds(&v).map_err(|e| bad("DSM_STALL_TIMEOUT", &v, &e))?;
         }
         Ok(self)
     }
@@ -269,15 +321,28 @@ impl Config {
         let host = crate::sys::host_page_size();
         if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 16384 {
             return bad(format!(
-                "page size {} bytes is not a power-of-two multiple of the host page ({host} bytes) of at most 16 KiB; use 4096 or 8192",
-                self.page_bytes
+                "page size {} bytes ({} KiB) is not a power-of-two multiple of the host page ({} KiB) of at most 16 KiB; use 4 or 8 KiB (--page-kb 4 or --page-kb 8, or DSM_PAGE_KB)",
+                self.page_bytes,
+                self.page_bytes as f64 / 1024.0,
+                host / 1024
             ));
         }
         if self.heap_bytes == 0 || self.heap_bytes % self.page_bytes != 0 {
             return bad(format!(
-                "heap size {} is not a positive multiple of the page size {}",
-                self.heap_bytes, self.page_bytes
+                "heap size {} bytes is not a positive multiple of the page size ({} KiB); give the heap in whole MiB (--heap-mb or DSM_HEAP_MB)",
+                self.heap_bytes,
+                self.page_bytes / 1024
             ));
+        }
+        if self.heap_bytes > MAX_HEAP_BYTES {
+            return bad(format!(
+                "a heap of {} MiB per node is above the limit of {} MiB; use a smaller --heap-mb (or DSM_HEAP_MB)",
+                self.heap_bytes >> 20,
+                MAX_HEAP_BYTES >> 20
+            ));
+        }
+        if self.stall_timeout.is_zero() {
+            return bad("the stall timeout is 0 s; give a positive number of seconds (--stall-timeout or DSM_STALL_TIMEOUT)".into());
         }
         if self.backend == FaultBackend::Userfaultfd && !cfg!(feature = "userfaultfd") {
             return bad(UFFD_NOT_BUILT.into());

@@ -19,13 +19,35 @@
 //! program that launches several clusters skips (`continue`s past). Inside a libtest test
 //! the launcher runs just the current test in the child; other programs get their own
 //! arguments unless [`LaunchSpec::child_args`] says otherwise.
+//!
+//! # The first failure
+//!
+//! The first node to fail records itself and its cause in the fabric
+//! ([`Fabric::fail`]: a compare-exchange on the origin word, then the cause, published
+//! before the abort flag), before any other node can stop on the abort. In both modes
+//! the launcher reports that record, so the report never depends on which process or
+//! thread ends first. A node that dies without recording (killed by a signal, an early
+//! exit) gets its cause recorded by the launcher, under the same compare-exchange. Panics
+//! that are consequences of the abort ([`crate::ABORT_MESSAGE`]) print nothing.
+//!
+//! # Stalled nodes
+//!
+//! Every [`crate::net::Net::poll`] bumps the node's heartbeat word in the fabric; the
+//! service thread polls at least every 50 ms while the node runs, even while its
+//! processors compute. The launcher watches the heartbeats of the nodes past the start-up
+//! barrier, in host time, and when one stands still for the stall limit
+//! ([`crate::Config::stall_timeout`], 10 s by default) it records
+//! `node N stopped responding: no heartbeat for ...` as the failure and stops the run: in
+//! process mode it kills every node process; in thread mode it aborts the cluster (a node
+//! thread cannot be killed: one stuck outside every abort check keeps the run waiting).
 
-use crate::net::{node_state, Fabric, Layout, Profile, RESULT_BYTES};
+use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES};
 use crate::sys;
 use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How the nodes of a cluster run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -79,6 +101,9 @@ pub struct LaunchSpec {
 pub enum LaunchError {
     #[error("node {node} failed: {cause}")]
     NodeFailed { node: usize, cause: String },
+    /// The node's heartbeat stood still for the stall limit (see the module doc).
+    #[error("node {node} {cause}")]
+    Stalled { node: usize, cause: String },
     #[error(transparent)]
     Net(#[from] crate::net::NetError),
     #[error("cannot start node process {node}: {source}")]
@@ -125,8 +150,23 @@ pub fn is_node_process() -> bool {
     std::env::var_os(ENV_NODE).is_some()
 }
 
-/// Runs `node_main` on every node and returns each node's result, in node order.
+/// Runs `node_main` on every node and returns each node's result, in node order. A node
+/// whose heartbeat stands still for [`crate::DEFAULT_STALL_TIMEOUT`] stops the run.
 pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, LaunchError>
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    launch_with_stall_timeout(spec, crate::DEFAULT_STALL_TIMEOUT, node_main)
+}
+
+/// Like [`launch`], with the stall limit `stall_timeout`: a node past start-up whose
+/// heartbeat ([`crate::net::Net::poll`]) stands still that long is reported as stopped,
+/// and the run is stopped.
+pub fn launch_with_stall_timeout<F>(
+    spec: &LaunchSpec,
+    stall_timeout: Duration,
+    node_main: F,
+) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
@@ -137,6 +177,7 @@ where
         spec.heap_bytes,
     )?
     .with_trace(spec.trace_entries);
+    quiet_abort_panics();
     let run = RUNS.with(|r| r.replace(r.get() + 1));
     if is_node_process() {
         if run < env_usize(ENV_RUN)? {
@@ -146,12 +187,131 @@ where
     }
     let fabric = Fabric::create(layout, &spec.profile)?;
     match spec.mode {
-        ExecMode::Threads => launch_threads(&fabric, &node_main),
-        ExecMode::Processes => launch_processes(spec, &fabric, run),
+        ExecMode::Threads => launch_threads(&fabric, stall_timeout, &node_main),
+        ExecMode::Processes => launch_processes(spec, &fabric, run, stall_timeout),
     }
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+/// Installs, once per process, a panic hook that prints nothing for the panics an abort
+/// causes (their message holds [`crate::ABORT_MESSAGE`]): they are consequences of another
+/// node's failure, which the launcher reports, not failures of their own. Every other
+/// panic goes to the hook that was installed before.
+fn quiet_abort_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let msg = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+            if !msg.is_some_and(is_secondary) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Records `cause` as `node`'s failure: as the origin of the abort if it is a failure of
+/// its own and the first, and in any case aborts the cluster.
+pub(crate) fn record_failure(fabric: &Fabric, node: usize, cause: &str) {
+    if is_secondary(cause) {
+        fabric.abort();
+    } else {
+        fabric.fail(node, cause);
+    }
+}
+
+/// The error of a failed run: the origin recorded in the fabric if there is one, else the
+/// launcher's own first failure (`fallback`).
+fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchError {
+    match (fabric.abort_origin(), fallback) {
+        (AbortOrigin::Recorded { node, cause }, _) if cause.starts_with(STALLED) => {
+            LaunchError::Stalled { node, cause }
+        }
+        (AbortOrigin::Recorded { node, cause }, _) => LaunchError::NodeFailed { node, cause },
+        (AbortOrigin::Claimed { node }, Some((n, cause))) if n == node => {
+            LaunchError::NodeFailed { node, cause }
+        }
+        (AbortOrigin::Claimed { node }, _) => LaunchError::NodeFailed {
+            node,
+            cause: "failed first, and ended before it could record why".into(),
+        },
+        (AbortOrigin::None, Some((node, cause))) => LaunchError::NodeFailed { node, cause },
+        (AbortOrigin::None, None) => LaunchError::NodeFailed {
+            node: 0,
+            cause: "the cluster was aborted without a recorded cause".into(),
+        },
+    }
+}
+
+/// How a stalled node's cause begins ("node 1 stopped responding: ...").
+const STALLED: &str = "stopped responding: ";
+
+/// Watches the heartbeats of the nodes past start-up (see [`crate::net::Net::poll`]).
+struct StallWatch {
+    limit: Duration,
+    /// Per node: the last heartbeat count seen and when it last changed.
+    seen: Vec<Option<(u64, Instant)>>,
+}
+
+impl StallWatch {
+    fn new(nodes: usize, limit: Duration) -> StallWatch {
+        StallWatch {
+            limit,
+            seen: vec![None; nodes],
+        }
+    }
+
+    /// The first node among `live` whose heartbeat has not moved for the limit, with the
+    /// cause to report. Nodes before the start-up barrier are not watched (their service
+    /// thread does not run yet).
+    fn check(&mut self, fabric: &Fabric, live: impl Fn(usize) -> bool) -> Option<(usize, String)> {
+        let now = Instant::now();
+        for node in 0..self.seen.len() {
+            let state = fabric.status(node).state.load(Ordering::Acquire);
+            if !live(node) || state != node_state::READY {
+                self.seen[node] = None;
+                continue;
+            }
+            let beat = fabric.heartbeat(node);
+            match self.seen[node] {
+                Some((last, since)) if last == beat => {
+                    if now.duration_since(since) >= self.limit {
+                        let pid = fabric.status(node).pid.load(Ordering::Relaxed);
+                        let pid = if pid == 0 {
+                            String::new()
+                        } else {
+                            format!(", pid {pid}")
+                        };
+                        return Some((
+                            node,
+                            format!(
+                                "{STALLED}no heartbeat for {} s (state: past start-up, running the program{pid}; its service thread stopped polling for messages: the node is stopped, swapped out, deadlocked or looping inside the runtime); the other nodes were stopped; raise the limit with --stall-timeout or DSM_STALL_TIMEOUT if the node is only slow",
+                                secs(self.limit)
+                            ),
+                        ));
+                    }
+                }
+                _ => self.seen[node] = Some((beat, now)),
+            }
+        }
+        None
+    }
+}
+
+/// A duration in seconds as a person writes it: `10`, `2.5`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         format!("panicked: {s}")
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -165,17 +325,41 @@ fn is_secondary(cause: &str) -> bool {
     cause.contains(crate::ABORT_MESSAGE)
 }
 
-fn launch_threads<F>(fabric: &Arc<Fabric>, node_main: &F) -> Result<Vec<Vec<u8>>, LaunchError>
+fn launch_threads<F>(
+    fabric: &Arc<Fabric>,
+    stall_timeout: Duration,
+    node_main: &F,
+) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
     let nodes = fabric.layout().nodes;
     let first_failure: Mutex<Option<(usize, String)>> = Mutex::new(None);
+    let finished: Vec<AtomicBool> = (0..nodes).map(|_| AtomicBool::new(false)).collect();
+    let all_finished = AtomicBool::new(false);
     let results: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+        // The stall watch: a node thread cannot be killed, so a stalled node is recorded
+        // as the failure and the cluster aborted; the others unwind from their waits.
+        let watcher = std::thread::Builder::new()
+            .name("dsm-stall-watch".into())
+            .spawn_scoped(s, || {
+                let mut watch = StallWatch::new(nodes, stall_timeout);
+                while !all_finished.load(Ordering::Acquire) && !fabric.aborted() {
+                    if let Some((node, cause)) =
+                        watch.check(fabric, |n| !finished[n].load(Ordering::Acquire))
+                    {
+                        fabric.fail(node, &cause);
+                        break;
+                    }
+                    std::thread::park_timeout(WATCH_INTERVAL);
+                }
+            })
+            .expect("cannot spawn the stall watch");
         let handles: Vec<_> = (0..nodes)
             .map(|node| {
                 let fabric = Arc::clone(fabric);
                 let first_failure = &first_failure;
+                let finished = &finished;
                 std::thread::Builder::new()
                     .name(format!("dsm-node-{node}"))
                     .spawn_scoped(s, move || {
@@ -185,6 +369,7 @@ where
                         };
                         let outcome = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
                             .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+                        finished[node].store(true, Ordering::Release);
                         match outcome {
                             Ok(bytes) => Some(bytes),
                             Err(cause) => {
@@ -193,10 +378,10 @@ where
                                     None => true,
                                     Some((_, c)) => is_secondary(c) && !is_secondary(&cause),
                                 };
+                                record_failure(&fabric, node, &cause);
                                 if replace {
                                     *first = Some((node, cause));
                                 }
-                                fabric.abort();
                                 None
                             }
                         }
@@ -204,13 +389,18 @@ where
                     .expect("cannot spawn a node thread")
             })
             .collect();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| h.join().unwrap_or(None))
-            .collect()
+            .collect();
+        all_finished.store(true, Ordering::Release);
+        watcher.thread().unpark();
+        let _ = watcher.join();
+        results
     });
-    if let Some((node, cause)) = first_failure.into_inner().expect("poisoned") {
-        return Err(LaunchError::NodeFailed { node, cause });
+    let first = first_failure.into_inner().expect("poisoned");
+    if first.is_some() || fabric.aborted() {
+        return Err(failure_report(fabric, first));
     }
     Ok(results
         .into_iter()
@@ -244,6 +434,7 @@ fn launch_processes(
     spec: &LaunchSpec,
     fabric: &Arc<Fabric>,
     run: usize,
+    stall_timeout: Duration,
 ) -> Result<Vec<Vec<u8>>, LaunchError> {
     let nodes = fabric.layout().nodes;
     let args = spec.child_args.clone().unwrap_or_else(default_child_args);
@@ -268,62 +459,83 @@ fn launch_processes(
         }
     }
     let mut done = vec![false; nodes];
+    let mut exited = vec![false; nodes];
+    // The launcher's own view of the first failure, used only if no node recorded one.
     let mut failure: Option<(usize, String)> = None;
-    while done.iter().any(|d| !d) && failure.is_none() {
+    let mut aborted_at: Option<Instant> = None;
+    let mut watch = StallWatch::new(nodes, stall_timeout);
+    loop {
         for node in 0..nodes {
-            if done[node] {
+            if exited[node] {
                 continue;
             }
             let Some(child) = children[node].as_mut() else {
                 continue;
             };
-            match child.try_wait() {
+            let cause = match child.try_wait() {
+                Ok(None) => continue,
                 Ok(Some(status)) => {
+                    exited[node] = true;
+                    children[node] = None;
                     let state = fabric.status(node).state.load(Ordering::Acquire);
                     if state == node_state::DONE && status.success() {
                         done[node] = true;
-                        children[node] = None;
+                        continue;
+                    }
+                    if state == node_state::FAILED {
+                        read_result(fabric, node)
+                            .map(|b| String::from_utf8_lossy(&b).into_owned())
+                            .unwrap_or_default()
+                    } else if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status)
+                    {
+                        format!("killed by {}", sys::signal_name(sig))
                     } else {
-                        let cause = if state == node_state::FAILED {
-                            read_result(fabric, node)
-                                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                                .unwrap_or_default()
-                        } else if let Some(sig) =
-                            std::os::unix::process::ExitStatusExt::signal(&status)
-                        {
-                            format!("killed by {}", sys::signal_name(sig))
-                        } else {
-                            format!(
-                                "exited with status {} before reporting a result",
-                                status.code().unwrap_or(-1)
-                            )
-                        };
-                        let secondary = is_secondary(&cause);
-                        if failure
-                            .as_ref()
-                            .is_none_or(|(_, c)| is_secondary(c) && !secondary)
-                        {
-                            failure = Some((node, cause));
-                        }
-                        if !secondary {
-                            break;
-                        }
+                        format!(
+                            "exited with status {} before reporting a result",
+                            status.code().unwrap_or(-1)
+                        )
                     }
                 }
-                Ok(None) => {}
-                Err(e) => failure = Some((node, format!("cannot wait for it: {e}"))),
+                Err(e) => format!("cannot wait for it: {e}"),
+            };
+            // A node that died without recording why (killed, exited early) gets its
+            // cause recorded here; the compare-exchange keeps an earlier origin.
+            record_failure(fabric, node, &cause);
+            if failure
+                .as_ref()
+                .is_none_or(|(_, c)| is_secondary(c) && !is_secondary(&cause))
+            {
+                failure = Some((node, cause));
             }
         }
-        if failure.is_none() && done.iter().any(|d| !d) {
-            wait_a_little();
+        if done.iter().all(|d| *d) {
+            break;
         }
-    }
-    if let Some((node, cause)) = failure {
-        stop_all(fabric, &mut children);
-        return Err(LaunchError::NodeFailed { node, cause });
+        if !fabric.aborted() {
+            if let Some((node, cause)) = watch.check(fabric, |n| !exited[n]) {
+                fabric.fail(node, &cause);
+            }
+        }
+        if fabric.aborted() {
+            // The report is the origin the fabric recorded, whichever process exits first;
+            // wait for it to be published, or for every node to be gone, within a bound.
+            let since = *aborted_at.get_or_insert_with(Instant::now);
+            let recorded = matches!(fabric.abort_origin(), AbortOrigin::Recorded { .. });
+            if recorded || exited.iter().all(|e| *e) || since.elapsed() > ORIGIN_WAIT {
+                stop_all(fabric, &mut children);
+                return Err(failure_report(fabric, failure));
+            }
+        }
+        wait_a_little();
     }
     (0..nodes).map(|node| read_result(fabric, node)).collect()
 }
+
+/// How often the in-process stall watch looks at the heartbeats.
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long the launcher waits, after an abort, for the first failure's record.
+const ORIGIN_WAIT: Duration = Duration::from_secs(2);
 
 /// The launcher's polling interval: failures are reported well within a second.
 fn wait_a_little() {
@@ -435,7 +647,7 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
         .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
-    fabric.abort();
+    record_failure(fabric, node, cause);
     std::process::exit(101)
 }
 
@@ -447,7 +659,7 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
         .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
-    fabric.abort();
+    record_failure(fabric, node, msg);
     sys::fatal(&format!("cashmere: node {node}: {msg}"))
 }
 

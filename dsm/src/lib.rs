@@ -25,8 +25,8 @@ pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
 };
 pub use config::{
-    Config, DataStrategy, DsmError, FaultBackend, HomePolicy, MetadataStrategy, Protocol,
-    SyncStrategy,
+    kb_to_bytes, mib_to_bytes, parse_seconds, Config, DataStrategy, DsmError, FaultBackend,
+    HomePolicy, MetadataStrategy, Protocol, SyncStrategy, DEFAULT_STALL_TIMEOUT, MAX_HEAP_BYTES,
 };
 pub use launch::ExecMode;
 pub use stats::{Breakdown, Counters};

@@ -253,6 +253,27 @@ pub fn max_map_count() -> Option<usize> {
         .ok()
 }
 
+/// The machine's physical memory (`MemTotal` in /proc/meminfo), if it can be read.
+pub fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Restores the default action of SIGPIPE (end the process quietly), as a command-line
+/// tool whose output goes into `head` wants: Rust ignores SIGPIPE, so a write to a closed
+/// pipe would fail, and `println!` would panic.
+pub fn default_sigpipe() {
+    // SAFETY: SIG_DFL is a valid disposition for SIGPIPE; no handler code is installed.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
+}
+
 // ---------------------------------------------------------------------------------------
 // Futexes on shared memory.
 // ---------------------------------------------------------------------------------------
@@ -632,6 +653,17 @@ pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Stops the calling process with SIGSTOP, every thread of it: used by tests that make a
+/// node stop responding on purpose. The launcher's stall watch then kills it.
+pub fn raise_stop() {
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+}
+
+/// True while a process with this pid exists (a zombie counts until it is reaped).
+pub fn process_exists(pid: u32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
 }
 
 /// Sends a signal to the calling process: used by tests that kill a node on purpose.

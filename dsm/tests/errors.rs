@@ -151,6 +151,43 @@ fn impossible_configurations_are_refused() {
     );
 }
 
+/// Runs the scenario of [`a_processor_dying_with_a_lock_held_stops_the_run`] once: the
+/// error, or `None` in a node process for a run it does not serve.
+///
+/// With `quiet`, processor 0 fails by `resume_unwind`, which skips the panic hook: the
+/// repetitions under load then spend no time printing and symbolizing backtraces.
+fn lock_holder_dies(proto: dsm::Protocol, mode: ExecMode, quiet: bool) -> Option<String> {
+    let mut c = Config::new(2, 2, proto);
+    c.heap_bytes = 16 << 20;
+    c.mode = mode;
+    let r = Cluster::new(c).run(|s| {
+        let l = s.lock();
+        let bar = s.barrier();
+        move |p| {
+            if p.id() == 0 {
+                l.acquire(p);
+            }
+            bar.wait(p);
+            if p.id() == 0 {
+                const WHY: &str = "processor 0 gives up holding the lock";
+                if quiet {
+                    std::panic::resume_unwind(Box::new(WHY));
+                }
+                panic!("{WHY}");
+            }
+            l.acquire(p); // never granted
+            l.release(p);
+        }
+    });
+    match r {
+        Err(e) if e.is_other_run() => None,
+        Err(e) => Some(e.to_string()),
+        Ok(_) => panic!("a run whose processor panicked must fail"),
+    }
+}
+
+const LOCK_HOLDER_DIES: &str = "node 0 failed: panicked: processor 0 gives up holding the lock";
+
 /// A processor that panics while holding a lock: the others, blocked on that lock (on its
 /// own node or elsewhere), are stopped and the error names the node and the panic.
 #[test]
@@ -161,33 +198,194 @@ fn a_processor_dying_with_a_lock_held_stops_the_run() {
         (CSM_DMS, ExecMode::Processes),
         (CSM_NONE, ExecMode::Processes),
     ] {
-        let mut c = Config::new(2, 2, proto);
+        if let Some(e) = lock_holder_dies(proto, mode, false) {
+            assert_eq!(e, LOCK_HOLDER_DIES, "{} {mode}", proto.name);
+        }
+    }
+}
+
+/// The same scenario, many times, while busy threads load the machine (one per two
+/// cores, beside whatever else runs; more makes the in-process runs very slow): the report is the
+/// first real failure (node 0's panic), never a node the abort stopped, whichever process
+/// or thread ends first.
+#[test]
+fn the_first_failure_is_reported_on_a_loaded_machine() {
+    const REPETITIONS: usize = 20;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Node processes rerun this test only to reach their own run: no load from them.
+    let load: Vec<_> = if dsm::launch::is_node_process() {
+        Vec::new()
+    } else {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (0..cores.div_ceil(2))
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                })
+            })
+            .collect()
+    };
+    let mut reports = Vec::new();
+    for i in 0..REPETITIONS {
+        for mode in [ExecMode::Threads, ExecMode::Processes] {
+            let proto = if i % 2 == 0 { CSM_NONE } else { CSM_DMS };
+            if let Some(e) = lock_holder_dies(proto, mode, true) {
+                reports.push((i, mode, proto.name, e));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    assert_eq!(reports.len(), 2 * REPETITIONS);
+    let wrong: Vec<_> = reports
+        .iter()
+        .filter(|(_, _, _, e)| e != LOCK_HOLDER_DIES)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} runs reported another failure: {wrong:?}",
+        wrong.len(),
+        reports.len()
+    );
+}
+
+/// A homes file must name pages inside the heap and give each page one home; the error
+/// names the file, the line and what to do.
+#[test]
+fn a_homes_file_is_checked_against_the_cluster() {
+    let dir = std::env::temp_dir();
+    let cases = [
+        (
+            "outside",
+            "0 0\n99999 1\n",
+            "line 2: page 99999 lies outside the heap, which has 128 pages",
+        ),
+        (
+            "max",
+            "4294967295 0\n",
+            "line 1: page 4294967295 lies outside the heap",
+        ),
+        (
+            "twice",
+            "5 0\n# note\n5 1\n",
+            "line 3: page 5 is given a second home (line 1",
+        ),
+        (
+            "node",
+            "5 2\n",
+            "line 1: node 2 does not exist in a 2-node cluster",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = dir.join(format!("cashmere-homes-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let mut c = config(CSM_NONE);
+        c.heap_bytes = 1 << 20;
+        c.homes_file = Some(path.clone());
+        let e = c.homes().unwrap_err().to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains(want),
+            "{e}"
+        );
+        let e = Cluster::new(c)
+            .run(|_s| |_p: &dsm::Proc| ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// A node that stops (SIGSTOP, as a swapped-out or frozen machine would) in the parallel
+/// phase: the launcher sees its heartbeat stand still, names it, and stops every node
+/// process, so nothing is left running.
+#[test]
+fn a_stopped_node_is_detected_and_the_run_stopped() {
+    let mut c = Config::new(2, 1, CSM_NONE);
+    c.heap_bytes = 16 << 20;
+    c.mode = ExecMode::Processes;
+    c.stall_timeout = std::time::Duration::from_secs(2);
+    // Each node process writes its pid here once it is in the parallel phase; the
+    // launcher (this test) is their parent.
+    let launcher = if dsm::launch::is_node_process() {
+        std::os::unix::process::parent_id()
+    } else {
+        std::process::id()
+    };
+    let pid_file =
+        |node: usize| std::env::temp_dir().join(format!("cashmere-stall-{launcher}-node{node}"));
+    let started = std::time::Instant::now();
+    let r = Cluster::new(c).run(|s| {
+        let bar = s.barrier();
+        move |p| {
+            bar.wait(p);
+            std::fs::write(pid_file(p.node()), std::process::id().to_string()).unwrap();
+            if p.node() == 1 {
+                // Every thread of this node process stops here, its service thread too.
+                dsm::sys::raise_stop();
+            }
+            bar.wait(p); // node 0 waits here for node 1, which never comes
+        }
+    });
+    let e = match r {
+        Err(e) if e.is_other_run() => return,
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a run with a stopped node must fail"),
+    };
+    assert!(
+        e.starts_with("node 1 stopped responding: no heartbeat for 2 s"),
+        "{e}"
+    );
+    assert!(e.contains("--stall-timeout"), "{e}");
+    let elapsed = started.elapsed();
+    assert!(elapsed < std::time::Duration::from_secs(30), "{elapsed:?}");
+    for node in 0..2 {
+        let pid: u32 = std::fs::read_to_string(pid_file(node))
+            .expect("the node reached its parallel phase")
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_file(pid_file(node));
+        assert!(
+            !dsm::sys::process_exists(pid),
+            "node {node}'s process {pid} is still there"
+        );
+    }
+}
+
+/// A processor that computes for longer than the stall limit without entering the runtime
+/// is not a stopped node: its service thread keeps the heartbeat going.
+#[test]
+fn a_long_computation_between_runtime_entries_is_not_a_stall() {
+    for mode in [ExecMode::Processes, ExecMode::Threads] {
+        let mut c = Config::new(2, 1, CSM_NONE);
         c.heap_bytes = 16 << 20;
         c.mode = mode;
+        c.stall_timeout = std::time::Duration::from_secs(1);
         let r = Cluster::new(c).run(|s| {
-            let l = s.lock();
             let bar = s.barrier();
             move |p| {
-                if p.id() == 0 {
-                    l.acquire(p);
+                bar.wait(p);
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < std::time::Duration::from_millis(2500) {
+                    x = std::hint::black_box(x.wrapping_add(1));
                 }
                 bar.wait(p);
-                if p.id() == 0 {
-                    panic!("processor 0 gives up holding the lock");
-                }
-                l.acquire(p); // never granted
-                l.release(p);
+                x > 0
             }
         });
-        let e = match r {
-            Err(e) if e.is_other_run() => continue,
-            Err(e) => e.to_string(),
-            Ok(_) => panic!("a run whose processor panicked must fail"),
-        };
-        assert_eq!(
-            e, "node 0 failed: panicked: processor 0 gives up holding the lock",
-            "{} {mode}",
-            proto.name
-        );
+        match r {
+            Err(e) if e.is_other_run() => {}
+            Err(e) => panic!("{mode}: {e}"),
+            Ok(r) => assert!(r.results.iter().all(|&b| b)),
+        }
     }
 }

@@ -42,6 +42,9 @@ fn modes(list: &str) -> anyhow::Result<Vec<ExecMode>> {
 }
 
 pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    if a.iters == 0 {
+        bail!("--iters 0: each figure is the median of --iters repetitions; give at least 1 (the default is 2000)");
+    }
     match a.what.as_str() {
         "net" => {
             for mode in modes(&a.exec)? {

@@ -33,6 +33,8 @@ enum Command {
 }
 
 fn main() {
+    // `cashmere profiles | head -1`: end quietly when the reader goes away.
+    dsm::sys::default_sigpipe();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Run(a) => run::run(a),
@@ -44,9 +46,26 @@ fn main() {
         Command::Bench(a) => bench::bench(a),
     };
     if let Err(e) = outcome {
-        eprintln!("cashmere: {e:#}");
+        eprintln!("cashmere: {}", error_text(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes joined with ": ", leaving out a cause whose text the message
+/// already holds (many errors print their source themselves, so `{:#}` would repeat an OS
+/// error: "Cannot allocate memory (os error 12): Cannot allocate memory (os error 12)").
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text += ": ";
+            }
+            text += &part;
+        }
+    }
+    text
 }
 
 fn print_profiles() {

@@ -5,51 +5,143 @@ use anyhow::{bail, Context};
 use app_common::{App, AppResult, Params, Size};
 use clap::Args;
 use dsm::{Config, ExecMode, FaultBackend};
-use std::io::Write;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Options every run shares: the cluster and the protocol.
+/// Options every run shares: the cluster and the protocol. Each setting comes from its
+/// flag, else from its `DSM_*` environment variable, else from its default; a bad value
+/// is an error that names where it came from.
 #[derive(Args, Clone, Debug)]
 pub struct ClusterArgs {
-    /// Protocol variant (CSM-DMS, CSM-MS, CSM-S, CSM-None, CSM-MS-Mg, CSM-None-Mg, CSM-ADB).
-    #[arg(long, default_value = "CSM-DMS", env = "DSM_VARIANT")]
-    pub variant: String,
+    /// Protocol variant (CSM-DMS, CSM-MS, CSM-S, CSM-None, CSM-MS-Mg, CSM-None-Mg, CSM-ADB)
+    /// [env: DSM_VARIANT] [default: CSM-DMS].
+    #[arg(long)]
+    pub variant: Option<String>,
     /// Nodes in the cluster.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
     /// Processors per node.
     #[arg(long, default_value_t = 2)]
     pub procs: usize,
-    /// threads (every node in this process) or processes (one process per node).
-    #[arg(long, default_value = "threads", env = "DSM_EXEC")]
-    pub exec: ExecMode,
-    /// Network profile (`cashmere profiles` lists them).
-    #[arg(long, default_value = "mc2", env = "DSM_NETWORK")]
-    pub network: String,
-    /// Coherence page size in KiB (4 or 8).
-    #[arg(long, default_value_t = 8, env = "DSM_PAGE_KB")]
-    pub page_kb: usize,
-    /// Fault backend: mprotect or userfaultfd.
-    #[arg(long, default_value = "mprotect", env = "DSM_BACKEND")]
-    pub backend: FaultBackend,
-    /// Shared heap per node in MiB.
-    #[arg(long, default_value_t = 1024, env = "DSM_HEAP_MB")]
-    pub heap_mb: usize,
+    /// threads (every node in this process) or processes (one process per node)
+    /// [env: DSM_EXEC] [default: threads].
+    #[arg(long)]
+    pub exec: Option<String>,
+    /// Network profile (`cashmere profiles` lists them) [env: DSM_NETWORK] [default: mc2].
+    #[arg(long)]
+    pub network: Option<String>,
+    /// Coherence page size in KiB, 4 or 8 [env: DSM_PAGE_KB] [default: 8].
+    #[arg(long)]
+    pub page_kb: Option<String>,
+    /// Fault backend: mprotect or userfaultfd [env: DSM_BACKEND] [default: mprotect].
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Shared heap per node in MiB [env: DSM_HEAP_MB] [default: 1024].
+    #[arg(long)]
+    pub heap_mb: Option<String>,
     /// Replay home assignments from a file (`page home` per line).
     #[arg(long)]
     pub homes: Option<PathBuf>,
+    /// Seconds a node may go without a heartbeat before it is reported as stopped and
+    /// the run is stopped [env: DSM_STALL_TIMEOUT] [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub stall_timeout: Option<String>,
+}
+
+/// Where a setting's value came from, for error messages.
+enum Source {
+    Flag(&'static str),
+    Env(&'static str, &'static str),
+    Default,
+}
+
+/// The value of a setting: its flag, else its environment variable (if set and not
+/// empty), else its default.
+fn setting(
+    flag_value: &Option<String>,
+    flag: &'static str,
+    var: &'static str,
+    default: &str,
+) -> (String, Source) {
+    if let Some(v) = flag_value {
+        return (v.clone(), Source::Flag(flag));
+    }
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => (v, Source::Env(var, flag)),
+        _ => (default.to_string(), Source::Default),
+    }
+}
+
+/// Parses a setting with `parse`; an error names the flag or the environment variable.
+fn parse_setting<T>(
+    (value, source): (String, Source),
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> anyhow::Result<T> {
+    parse(&value).map_err(|why| match source {
+        Source::Flag(flag) => anyhow::anyhow!("{flag} `{value}` is not valid: {why}"),
+        Source::Env(var, flag) => anyhow::anyhow!(
+            "environment variable {var}=`{value}` (which sets {flag}) is not valid: {why}; fix or unset {var}, or give {flag}"
+        ),
+        Source::Default => anyhow::anyhow!("the default `{value}` is not valid: {why}"),
+    })
 }
 
 impl ClusterArgs {
+    /// The variant named by `--variant` or `DSM_VARIANT`, if either is given.
+    pub fn chosen_variant(&self) -> Option<(String, &'static str)> {
+        match setting(&self.variant, "--variant", "DSM_VARIANT", "") {
+            (v, Source::Flag(f)) => Some((v, f)),
+            (v, Source::Env(var, _)) => Some((v, var)),
+            (_, Source::Default) => None,
+        }
+    }
+
     pub fn config(&self) -> anyhow::Result<Config> {
-        let protocol = protocol_variants::by_name(&self.variant)?;
+        let protocol = parse_setting(
+            setting(&self.variant, "--variant", "DSM_VARIANT", "CSM-DMS"),
+            |v| protocol_variants::by_name(v).map_err(|e| e.to_string()),
+        )?;
         let mut c = Config::new(self.nodes, self.procs, protocol);
-        c.profile = dsm::net::profile::by_name(&self.network)?;
-        c.page_bytes = self.page_kb * 1024;
-        c.backend = self.backend;
-        c.mode = self.exec;
-        c.heap_bytes = self.heap_mb << 20;
+        c.profile = parse_setting(
+            setting(&self.network, "--network", "DSM_NETWORK", "mc2"),
+            |v| dsm::net::profile::by_name(v).map_err(|e| e.to_string()),
+        )?;
+        c.page_bytes = parse_setting(
+            setting(&self.page_kb, "--page-kb", "DSM_PAGE_KB", "8"),
+            |v| {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|kb| [4, 8].contains(kb))
+                    .map(|kb| kb * 1024)
+                    .ok_or_else(|| "expected a page size in KiB: 4 or 8".to_string())
+            },
+        )?;
+        c.backend = parse_setting(
+            setting(&self.backend, "--backend", "DSM_BACKEND", "mprotect"),
+            |v| v.parse::<FaultBackend>(),
+        )?;
+        c.mode = parse_setting(setting(&self.exec, "--exec", "DSM_EXEC", "threads"), |v| {
+            v.parse::<ExecMode>()
+        })?;
+        c.heap_bytes = parse_setting(
+            setting(&self.heap_mb, "--heap-mb", "DSM_HEAP_MB", "1024"),
+            |v| {
+                let mb = v
+                    .parse::<usize>()
+                    .map_err(|_| "expected a whole number of MiB, such as 1024".to_string())?;
+                dsm::mib_to_bytes(mb)
+            },
+        )?;
+        c.stall_timeout = parse_setting(
+            setting(
+                &self.stall_timeout,
+                "--stall-timeout",
+                "DSM_STALL_TIMEOUT",
+                "10",
+            ),
+            dsm::parse_seconds,
+        )?;
         c.homes_file = self.homes.clone();
         c.validate()?;
         Ok(c)
@@ -122,46 +214,110 @@ fn app_help(app: &dyn App) -> String {
     s
 }
 
-/// A progress line on standard error for runs that take a while.
+/// Progress on standard error for runs that take a while: a spinner with the elapsed
+/// time when standard error is a terminal, and otherwise one plain line at the end for
+/// steps that took 2 s or more (so logs get no carriage-return clutter).
 struct Progress {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    what: String,
+    start: Instant,
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
     fn start(what: String) -> Progress {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s = stop.clone();
-        let handle = std::thread::spawn(move || {
-            let t0 = Instant::now();
-            let mut shown = false;
-            while !s.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::park_timeout(std::time::Duration::from_millis(250));
-                if t0.elapsed().as_secs() >= 2 {
-                    eprint!("\r{what}: {:.0} s", t0.elapsed().as_secs_f64());
-                    let _ = std::io::stderr().flush();
-                    shown = true;
-                }
-            }
-            if shown {
-                eprintln!();
-            }
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg}: {elapsed}")
+                    .expect("a valid template"),
+            );
+            bar.set_message(what.clone());
+            bar.enable_steady_tick(std::time::Duration::from_millis(250));
+            bar
         });
         Progress {
-            stop,
-            handle: Some(handle),
+            what,
+            start: Instant::now(),
+            bar,
         }
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            h.thread().unpark();
-            let _ = h.join();
+        match self.bar.take() {
+            Some(bar) => bar.finish_and_clear(),
+            None if self.start.elapsed().as_secs() >= 2 => {
+                eprintln!("{}: {:.1} s", self.what, self.start.elapsed().as_secs_f64())
+            }
+            None => {}
         }
     }
+}
+
+/// Refuses, before anything is allocated, a run whose data set cannot fit: not in the
+/// shared heap, or (once for the sequential run and once per node) not in this machine's
+/// memory. The app's estimate is from below, so what is refused surely does not fit.
+fn check_memory(app: &dyn App, params: &Params, config: &Config) -> anyhow::Result<()> {
+    let data = app.data_bytes(params)?;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    if data > config.heap_bytes as u64 {
+        bail!(
+            "{} with these parameters has a data set of about {} MiB, more than the shared heap of {} MiB per node; raise it with --heap-mb {} (or DSM_HEAP_MB), or choose a smaller size or parameters",
+            app.name(),
+            mib(data),
+            config.heap_bytes >> 20,
+            mib(data).next_power_of_two().max(1024)
+        );
+    }
+    let copies = 1 + config.nodes as u64;
+    let need = data.saturating_mul(copies);
+    if let Some(total) = dsm::sys::total_memory_bytes() {
+        if need > total {
+            bail!(
+                "{} with these parameters needs about {:.1} GiB of memory (a data set of {:.1} GiB, once for the sequential run and once per node), more than this machine's {:.1} GiB; choose a smaller --size or smaller parameters",
+                app.name(),
+                gib(need),
+                gib(data),
+                gib(total)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Fails now, before a run, if `path` cannot be written at its end: its directory must
+/// exist and the file must be writable (an existing file is not changed here; a new one
+/// is created and removed again).
+fn check_writable(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
+    let fail = |why: String| {
+        anyhow::anyhow!(
+            "{flag} {}: {why}; give a writable file path",
+            path.display()
+        )
+    };
+    if path.is_dir() {
+        return Err(fail("is a directory".into()));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(fail(format!(
+                "its directory {} does not exist",
+                dir.display()
+            )));
+        }
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| fail(format!("cannot be created or written: {e}")))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// The outcome of one app run.
@@ -239,6 +395,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         &parse_params(app, &a.params, &a.input)?,
     )?;
     let config = a.cluster.config()?;
+    config.homes()?;
+    check_memory(app, &params, &config)?;
+    if let Some(path) = &a.save_homes {
+        check_writable(path, "--save-homes")?;
+    }
+    if let Some(path) = &a.json {
+        check_writable(path, "--json")?;
+    }
     let o = run_app(app, &params, &config, false)?;
     let speedup = if o.par_s > 0.0 {
         o.seq_s / o.par_s
@@ -314,13 +478,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    match o.verified {
-        Ok(()) => {
-            println!("  verified: the parallel result matches the sequential one");
-            Ok(())
-        }
-        Err(m) => bail!("verification failed: {m}"),
+    match &o.verified {
+        Ok(()) => println!("  verified: the parallel result matches the sequential one"),
+        Err(m) => println!("  verified: NO: {m}"),
     }
+    if let Err(m) = o.verified {
+        bail!("verification failed: {m}");
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -340,12 +505,17 @@ pub struct SuiteArgs {
 
 pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     let size: Size = a.size.parse()?;
-    let variants: Vec<dsm::Protocol> = match &a.variants {
-        Some(list) => list
-            .split(',')
-            .map(|v| protocol_variants::by_name(v.trim()))
-            .collect::<Result<_, _>>()?,
-        None => protocol_variants::implemented(),
+    let names: Vec<String> = match (&a.variants, a.cluster.chosen_variant()) {
+        (Some(_), Some((_, "--variant"))) => {
+            bail!("give either --variants (a list) or --variant (one), not both")
+        }
+        // The list on the command line wins over the environment's single variant.
+        (Some(list), _) => list.split(',').map(|v| v.trim().to_string()).collect(),
+        (None, Some((one, _))) => vec![one],
+        (None, None) => protocol_variants::implemented()
+            .iter()
+            .map(|p| p.name.to_string())
+            .collect(),
     };
     let chosen: Vec<&dyn App> = match &a.apps {
         Some(list) => list
@@ -354,6 +524,47 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
             .collect::<Result<_, _>>()?,
         None => apps::all(),
     };
+    // The whole matrix is checked before any of it runs: every variant against the
+    // network and the other settings, every app's parameters and memory.
+    let mut configs = Vec::new();
+    let mut problems = Vec::new();
+    for name in &names {
+        let mut cluster = a.cluster.clone();
+        if cluster.variant.is_none() && a.variants.is_none() {
+            // The one variant DSM_VARIANT names: read it from there, so that an error
+            // names the variable.
+        } else {
+            cluster.variant = Some(name.clone());
+        }
+        match cluster.config() {
+            Ok(c) => configs.push(c),
+            Err(e) => problems.push(format!("{name}: {e:#}")),
+        }
+    }
+    let mut runs = Vec::new();
+    for app in chosen {
+        match Params::resolve(app.name(), app.params(), size, &[]) {
+            Ok(params) => {
+                for config in &configs {
+                    match check_memory(app, &params, config) {
+                        Ok(()) => runs.push((app, params.clone(), config.clone())),
+                        Err(e) => problems.push(format!(
+                            "{} under {}: {e:#}",
+                            app.name(),
+                            config.protocol.name
+                        )),
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("{}: {e}", app.name())),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "the suite cannot run as asked; nothing was run:\n  {}",
+            problems.join("\n  ")
+        );
+    }
     let node = dsm::launch::is_node_process();
     if !node {
         println!(
@@ -371,44 +582,39 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
         );
     }
     let mut failures = Vec::new();
-    for app in chosen {
-        let params = Params::resolve(app.name(), app.params(), size, &[])?;
-        for proto in &variants {
-            let mut cluster = a.cluster.clone();
-            cluster.variant = proto.name.to_string();
-            let config = cluster.config()?;
-            match run_app(app, &params, &config, true) {
-                Err(e) => {
-                    if e.downcast_ref::<app_common::AppError>()
-                        .is_some_and(|ae| ae.is_other_run())
-                    {
-                        continue;
-                    }
-                    if !node {
-                        println!("{:<10} {:<9} error: {e:#}", app.name(), proto.name);
-                    }
-                    failures.push(format!("{} under {}: {e:#}", app.name(), proto.name));
+    for (app, params, config) in runs {
+        let proto = config.protocol;
+        match run_app(app, &params, &config, true) {
+            Err(e) => {
+                if e.downcast_ref::<app_common::AppError>()
+                    .is_some_and(|ae| ae.is_other_run())
+                {
+                    continue;
                 }
-                Ok(o) => {
-                    let c = &o.report.counters;
-                    let ok = o.verified.is_ok();
-                    println!(
-                        "{:<10} {:<9} {:>8.3} {:>8.3} {:>7.2} {:>8} {:>8} {:>8} {:>7} {:>9}  {}",
-                        app.name(),
-                        proto.name,
-                        o.seq_s,
-                        o.par_s,
-                        o.seq_s / o.par_s.max(1e-9),
-                        if ok { "yes" } else { "NO" },
-                        c.page_transfers,
-                        c.invalidations,
-                        c.diffs,
-                        c.messages,
-                        o.par
-                    );
-                    if let Err(m) = o.verified {
-                        failures.push(format!("{} under {}: {m}", app.name(), proto.name));
-                    }
+                if !node {
+                    println!("{:<10} {:<9} error: {e:#}", app.name(), proto.name);
+                }
+                failures.push(format!("{} under {}: {e:#}", app.name(), proto.name));
+            }
+            Ok(o) => {
+                let c = &o.report.counters;
+                let ok = o.verified.is_ok();
+                println!(
+                    "{:<10} {:<9} {:>8.3} {:>8.3} {:>7.2} {:>8} {:>8} {:>8} {:>7} {:>9}  {}",
+                    app.name(),
+                    proto.name,
+                    o.seq_s,
+                    o.par_s,
+                    o.seq_s / o.par_s.max(1e-9),
+                    if ok { "yes" } else { "NO" },
+                    c.page_transfers,
+                    c.invalidations,
+                    c.diffs,
+                    c.messages,
+                    o.par
+                );
+                if let Err(m) = o.verified {
+                    failures.push(format!("{} under {}: {m}", app.name(), proto.name));
                 }
             }
         }

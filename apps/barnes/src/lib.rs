@@ -318,6 +318,12 @@ impl App for Barnes {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let nbody = params.get_in::<u64>("nbody", 2, 1 << 24)?;
+        // A body (position, velocity, acceleration, mass, cost) and its share of cells.
+        Ok(nbody * 200)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         Ok(simulate(&Config::from_params(params)?)?.summary())
     }

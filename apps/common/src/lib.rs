@@ -54,6 +54,8 @@ pub enum AppError {
         line: usize,
         why: String,
     },
+    #[error("input file {path} is not usable: {why}")]
+    BadInput { path: PathBuf, why: String },
     #[error("{0}")]
     Other(String),
     #[error(transparent)]
@@ -101,6 +103,54 @@ pub fn resolve_input(path: &str) -> PathBuf {
     }
 }
 
+/// The largest input file an application reads: far above every shipped or published
+/// input, and small enough to read into memory at once.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Reads an input file as text. Only regular files of at most [`MAX_INPUT_BYTES`] are
+/// read (a device such as `/dev/zero` or a FIFO could be read without end).
+pub fn read_input(path: &std::path::Path) -> Result<String, AppError> {
+    use std::io::Read;
+    let io = |source| AppError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let bad = |why: String| AppError::BadInput {
+        path: path.to_path_buf(),
+        why,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(bad(
+            "it is not a regular file (a directory, device or pipe); give the path of an input file".into(),
+        ));
+    }
+    let too_large = || {
+        bad(format!(
+            "it is larger than the limit of {} MiB for input files; inputs of this size are not supported",
+            MAX_INPUT_BYTES >> 20
+        ))
+    };
+    if meta.len() > MAX_INPUT_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        bad(format!(
+            "it is not text (invalid UTF-8 at byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// One application of the suite, as the harness sees it.
 pub trait App: Sync {
     /// Short name used on the command line (`sor`, `lu`, `water-nsq`, ...).
@@ -109,6 +159,9 @@ pub trait App: Sync {
     fn description(&self) -> &'static str;
     /// The parameters with their defaults for each size.
     fn params(&self) -> &'static [ParamSpec];
+    /// Bytes of the app's main data set under `params` (one copy), estimated from below,
+    /// so that a run that cannot fit this machine's memory is refused before it allocates.
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError>;
     /// Runs the sequential version, which links no DSM code.
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError>;
     /// Runs the parallel version on a DSM cluster configured by `config`; returns the

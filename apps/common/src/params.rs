@@ -131,35 +131,69 @@ impl Params {
             })
     }
 
-    /// A parameter parsed as `T`; a value that does not parse is a clear error.
-    pub fn get<T: FromStr>(&self, name: &str) -> Result<T, AppError>
-    where
-        T::Err: fmt::Display,
-    {
+    /// A parameter parsed as `T`; a value that does not parse, or a float that is not
+    /// finite, is an error naming the parameter and what it expects.
+    pub fn get<T: FromStr + fmt::Display>(&self, name: &str) -> Result<T, AppError> {
         let raw = self.str(name)?;
-        raw.parse::<T>().map_err(|e| AppError::BadParam {
+        let bad = |why: String| AppError::BadParam {
             name: name.into(),
             value: raw.into(),
-            why: e.to_string(),
-        })
+            why,
+        };
+        let v = raw
+            .parse::<T>()
+            .map_err(|_| bad(format!("expected {}", expects::<T>())))?;
+        if !is_finite(&v) {
+            return Err(bad(format!("expected {}", expects::<T>())));
+        }
+        Ok(v)
     }
 
     /// Like [`Params::get`], with a bound check: `lo <= value <= hi`.
     pub fn get_in<T>(&self, name: &str, lo: T, hi: T) -> Result<T, AppError>
     where
         T: FromStr + PartialOrd + fmt::Display + Copy,
-        T::Err: fmt::Display,
     {
-        let v: T = self.get(name)?;
-        if v < lo || v > hi {
-            return Err(AppError::BadParam {
-                name: name.into(),
-                value: v.to_string(),
-                why: format!("must be between {lo} and {hi}"),
-            });
+        let range = || format!("expected {} from {lo} to {hi}", expects::<T>());
+        let raw = self.str(name)?;
+        let bad = |why: String| AppError::BadParam {
+            name: name.into(),
+            value: raw.into(),
+            why,
+        };
+        let v: T = self.get(name).map_err(|_| bad(range()))?;
+        // Written so that a value unordered with the bounds (NaN) is refused too.
+        let inside = matches!(
+            v.partial_cmp(&lo),
+            Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+        ) && matches!(
+            v.partial_cmp(&hi),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        );
+        if !inside {
+            return Err(bad(range()));
         }
         Ok(v)
     }
+}
+
+/// What a parameter of type `T` expects, in words.
+fn expects<T>() -> &'static str {
+    match std::any::type_name::<T>() {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number (0, 1, 2, ...)",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a finite decimal number (such as 0.5 or 1e-3)",
+        "bool" => "true or false",
+        _ => "a value of the documented form",
+    }
+}
+
+/// False for a float parameter that parsed as NaN or an infinity (`nan`, `inf`, `1e999`):
+/// ranges and physics are meaningless for them. Decided from the value's text so that it
+/// works for every parameter type.
+fn is_finite<T: fmt::Display>(v: &T) -> bool {
+    let text = v.to_string();
+    !matches!(text.as_str(), "NaN" | "inf" | "-inf")
 }
 
 #[cfg(test)]
@@ -204,12 +238,37 @@ mod tests {
             .get::<usize>("n")
             .unwrap_err()
             .to_string()
-            .contains("`n` = `x`"));
+            .contains("`n` = `x` is not valid: expected a whole number"));
         let p = Params::resolve("lu", SPECS, Size::Test, &[("n".into(), "0".into())]).unwrap();
         assert!(p
             .get_in::<usize>("n", 1, 10)
             .unwrap_err()
             .to_string()
-            .contains("between 1 and 10"));
+            .contains("expected a whole number (0, 1, 2, ...) from 1 to 10"));
+    }
+
+    #[test]
+    fn negative_fractional_and_non_finite_values_name_what_is_expected() {
+        let specs = &[ParamSpec {
+            name: "theta",
+            help: "",
+            defaults: ["1.0"; 3],
+        }];
+        for bad in ["nan", "NaN", "inf", "-inf", "infinity", "1e999"] {
+            let p = Params::resolve("barnes", specs, Size::Test, &[("theta".into(), bad.into())])
+                .unwrap();
+            let e = p.get_in::<f64>("theta", 0.0, 10.0).unwrap_err().to_string();
+            assert!(e.contains("`theta`") && e.contains("finite"), "{bad}: {e}");
+            let e = p.get::<f64>("theta").unwrap_err().to_string();
+            assert!(e.contains("finite"), "{bad}: {e}");
+        }
+        for bad in ["-5", "1.5", "x", ""] {
+            let p = Params::resolve("lu", SPECS, Size::Test, &[("n".into(), bad.into())]).unwrap();
+            let e = p.get_in::<usize>("n", 1, 10).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("parameter `n` = `{bad}` is not valid: expected a whole number (0, 1, 2, ...) from 1 to 10")
+            );
+        }
     }
 }

@@ -383,6 +383,13 @@ impl App for Em3d {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let nodes = params.get_in::<u64>("nodes", 2, 1 << 26)?;
+        let degree = params.get_in::<u64>("degree", 1, 1024)?;
+        // E and H nodes: a value, and per edge a source index and a weight.
+        Ok(2 * nodes * (8 + degree * 16))
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let (spec, iterations) = spec_and_iterations(params)?;
         let mut g = Graph::build(&spec);

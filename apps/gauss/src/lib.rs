@@ -220,6 +220,11 @@ impl App for Gauss {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let (n, _) = order_and_seed(params)?;
+        Ok(n as u64 * (n as u64 + 1) * 8)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let (n, seed) = order_and_seed(params)?;
         let mut m = system(seed, n);

@@ -343,6 +343,19 @@ impl App for Ilink {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        if params.str("datafile")? != GENERATE {
+            // Files are bounded by the input size limit; their data is of that order.
+            return Ok(0);
+        }
+        let pedigrees = params.get_in::<u64>("pedigrees", 1, 100_000)?;
+        let sibship = params.get_in::<u64>("sibship", 1, 50)?;
+        let alleles = params.get_in::<u64>("alleles", 2, 12)?;
+        let markers = params.get_in::<u64>("markers", 1, 4)?;
+        // Per person and locus, genotype probabilities over allele pairs.
+        Ok(pedigrees * (sibship + 2) * alleles * alleles * (markers + 1) * 8)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let problem = self.problem(params)?;
         let est = estimate(&problem)?;

@@ -203,10 +203,7 @@ fn malformed(path: &Path, line: usize, why: String) -> AppError {
 }
 
 fn read_text(path: &Path) -> Result<String, AppError> {
-    std::fs::read_to_string(path).map_err(|source| AppError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    app_common::read_input(path)
 }
 
 /// Reads and parses a DATAFILE.

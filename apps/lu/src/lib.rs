@@ -162,6 +162,11 @@ impl App for Lu {
         LU_PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let (n, _) = sizes(params)?;
+        Ok(n as u64 * n as u64 * 8)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         run_sequential(Variant::NonContiguous, params)
     }
@@ -192,6 +197,11 @@ impl App for Clu {
 
     fn params(&self) -> &'static [ParamSpec] {
         CLU_PARAMS
+    }
+
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let (n, _) = sizes(params)?;
+        Ok(n as u64 * n as u64 * 8)
     }
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {

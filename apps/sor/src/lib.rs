@@ -286,6 +286,12 @@ impl App for Sor {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let (g, _) = grid_and_iterations(params)?;
+        // Both colours together cover the grid with its boundary rows and columns.
+        Ok((g.rows as u64 + 2) * (g.cols as u64 + 2) * 8)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let (g, iterations) = grid_and_iterations(params)?;
         let (red, black) = solve(g, iterations);

@@ -61,10 +61,7 @@ impl Instance {
 
 /// Reads an instance file; see the module documentation for the format.
 pub fn read_instance(path: &Path) -> Result<Instance, AppError> {
-    let text = std::fs::read_to_string(path).map_err(|source| AppError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = app_common::read_input(path)?;
     parse_instance(&text, path)
 }
 

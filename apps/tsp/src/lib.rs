@@ -183,6 +183,12 @@ impl App for Tsp {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let max_tours =
+            params.get_in::<u64>("max_tours", 1, bnb::Layout::MAX_TOURS_LIMIT as u64)?;
+        Ok(max_tours * bnb::RECORD_LEN as u64 * 8)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let config = Config::from_params(params)?;
         let inst = config.instance()?;

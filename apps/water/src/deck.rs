@@ -38,10 +38,7 @@ pub struct Deck {
 }
 
 fn read_text(path: &Path) -> Result<String, AppError> {
-    std::fs::read_to_string(path).map_err(|source| AppError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    app_common::read_input(path)
 }
 
 /// The whitespace-separated tokens of `text` with their 1-based line numbers.
@@ -130,11 +127,14 @@ pub fn read_deck(path: &Path) -> Result<Deck, AppError> {
 pub fn parse_randoms(text: &str, path: &Path) -> Result<Vec<f64>, AppError> {
     tokens(text)
         .map(|(line, t)| {
-            t.parse::<f64>().map_err(|_| AppError::Malformed {
-                path: path.to_path_buf(),
-                line,
-                why: format!("expected a number, found `{t}`"),
-            })
+            t.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| AppError::Malformed {
+                    path: path.to_path_buf(),
+                    line,
+                    why: format!("expected a finite number, found `{t}`"),
+                })
         })
         .collect()
 }

@@ -10,7 +10,10 @@
 //! The SPLASH-2 deck `water/n512-p1.in` and `water/random.in`, read as the originals read
 //! them ([`deck`]). Parameters: `molecules` (a cube: 64, 512, 9261), `steps`, and the deck
 //! values `tstep` (seconds), `norder`, `nprint` and `cutoff` (angstrom, 0 for half the
-//! box), each `deck` by default. Every size uses the deck's cutoff 6.212752, which is half
+//! box), each `deck` by default; `short_random` says what a `random` file with fewer
+//! than `1 + 9 * molecules` numbers means: `error` (test and small sizes), or `zero`
+//! (the paper size, whose 9261 molecules need more than the shipped file holds): SPLASH-2's
+//! zero velocities past its end (see [`deck`]). Every size uses the deck's cutoff 6.212752, which is half
 //! the box at 64 molecules and gives 2, 4 and 10 cells per side to Water-spatial at 64,
 //! 512 and 9261 molecules. The potential energy is computed every `nprint` steps as in the
 //! original, and also after the last step if that is not one of them. Sizes: `test` 64
@@ -154,6 +157,11 @@ const PARAMS: &[ParamSpec] = &[
         defaults: ["water/random.in"; 3],
     },
     ParamSpec {
+        name: "short_random",
+        help: "if `random` holds fewer than 1 + 9 x molecules numbers: `error`, or `zero` (SPLASH-2: velocities past its end are 0)",
+        defaults: ["error", "error", "zero"],
+    },
+    ParamSpec {
         name: "molecules",
         help: "number of molecules (a cube)",
         defaults: ["64", "512", "9261"],
@@ -195,10 +203,11 @@ pub struct Setup {
 }
 
 /// A parameter that is either `deck` (take the deck's value) or a value.
-fn deck_or<T: std::str::FromStr>(params: &Params, name: &str, from_deck: T) -> Result<T, AppError>
-where
-    T::Err: std::fmt::Display,
-{
+fn deck_or<T: std::str::FromStr + std::fmt::Display>(
+    params: &Params,
+    name: &str,
+    from_deck: T,
+) -> Result<T, AppError> {
     if params.str(name)? == "deck" {
         Ok(from_deck)
     } else {
@@ -240,6 +249,28 @@ pub fn setup(params: &Params) -> Result<Setup, AppError> {
     }
     let norder =
         usize::try_from(norder).map_err(|_| bad("norder", norder.to_string(), "must be 3 to 6"))?;
+    let needed = 1 + 9 * nmol;
+    let random_path = app_common::resolve_input(params.str("random")?);
+    match params.str("short_random")? {
+        "zero" => {}
+        "error" if randoms.len() >= needed => {}
+        "error" => {
+            return Err(AppError::BadInput {
+                path: random_path,
+                why: format!(
+                    "it holds {} numbers, and {nmol} molecules need {needed} (one discarded, then x, y, z for each of 3 atoms per molecule); the file looks cut short: give a complete file, or --param short_random=zero to take 0 for the velocities past its end as SPLASH-2 does",
+                    randoms.len()
+                ),
+            })
+        }
+        other => {
+            return Err(AppError::BadParam {
+                name: "short_random".into(),
+                value: other.into(),
+                why: "expected `error` or `zero`".into(),
+            })
+        }
+    }
     let sys = System::new(nmol, tstep, norder, cutoff)?;
     let var = physics::initial_state(&sys, &deck::raw_velocities(&randoms, nmol))?;
     Ok(Setup {
@@ -283,6 +314,12 @@ impl App for WaterNsq {
         PARAMS
     }
 
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let nmol = params.get_in::<u64>("molecules", 1, 1 << 20)?;
+        // Three atoms, three directions, the predictor-corrector's derivatives and forces.
+        Ok(nmol * 600)
+    }
+
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let Setup {
             sys,
@@ -317,6 +354,12 @@ impl App for WaterSp {
 
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
+    }
+
+    fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
+        let nmol = params.get_in::<u64>("molecules", 1, 1 << 20)?;
+        // Three atoms, three directions, the predictor-corrector's derivatives and forces.
+        Ok(nmol * 600)
     }
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {

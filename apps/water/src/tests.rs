@@ -16,6 +16,25 @@ fn params(size: Size, overrides: &[(&str, &str)]) -> Params {
     Params::resolve("water-nsq", PARAMS, size, &o).unwrap()
 }
 
+#[test]
+fn a_random_file_too_short_for_the_molecules_is_refused_unless_zero_fill_is_asked_for() {
+    let Err(e) = setup(&params(Size::Test, &[("molecules", "729")])) else {
+        panic!("729 molecules need more velocities than the shipped file holds");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("holds 5299 numbers") && e.contains("729 molecules need 6562"),
+        "{e}"
+    );
+    setup(&params(
+        Size::Test,
+        &[("molecules", "729"), ("short_random", "zero")],
+    ))
+    .unwrap();
+    // The paper size (9261 molecules) follows SPLASH-2 with the shipped file.
+    setup(&params(Size::Paper, &[("steps", "1")])).unwrap();
+}
+
 fn test_setup(overrides: &[(&str, &str)]) -> Setup {
     setup(&params(Size::Test, overrides)).unwrap()
 }
@@ -103,8 +122,9 @@ fn corrector_makes_the_acceleration_the_computed_one() {
 #[test]
 fn initial_state_has_equilibrium_molecules_zero_momentum_and_equipartition() {
     for nmol in [64, 729] {
-        // 729 molecules need more velocities than random.in holds (588 molecules' worth).
-        let s = test_setup(&[("molecules", &nmol.to_string())]);
+        // 729 molecules need more velocities than random.in holds (588 molecules' worth):
+        // SPLASH-2's zero velocities past its end, asked for explicitly.
+        let s = test_setup(&[("molecules", &nmol.to_string()), ("short_random", "zero")]);
         let var = &s.var;
         let mut momentum = [0.0f64; 3];
         let mut kin = [0.0; 3];

@@ -820,6 +820,8 @@ impl Node {
                 continue;
             }
             let more = seam.until(WaitFor::Messages, || {
+                // The node is alive while its service loop runs (see `launch`, stalls).
+                self.net.beat();
                 self.stopping.load(Ordering::Acquire)
                     || self.net.has_messages()
                     || self.service.unlocks() != unlocks

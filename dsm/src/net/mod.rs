@@ -41,7 +41,7 @@ pub use profile::{Features, Profile};
 use crate::sys::{self, Mapping, Prot};
 use crate::wait::{self, Doorbell, Seam, WaitFor};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Largest cluster: receive sets are bit masks in one word.
@@ -220,6 +220,30 @@ struct Header {
     bell: [Padded<Doorbell>; MAX_NODES],
     status: [Padded<NodeStatus>; MAX_NODES],
     counters: [Padded<[AtomicU64; COUNTER_WORDS]>; MAX_NODES],
+    /// The first failure of the run (see [`Fabric::fail`]): 0 while no node has failed,
+    /// else the failed node's number plus one. Set once, by compare-exchange.
+    abort_origin: AtomicU32,
+    /// 0 until the origin's cause is in `abort_cause`, then its length plus one.
+    abort_cause_len: AtomicU32,
+    abort_cause: [AtomicU8; ABORT_CAUSE_BYTES],
+    /// Each node's liveness counter, bumped by every [`Net::poll`] of the node (its service
+    /// thread polls at least every 50 ms while it runs) and watched by the launcher.
+    heartbeat: [Padded<AtomicU64>; MAX_NODES],
+}
+
+/// Bytes of the first failure's cause kept in the header; a longer cause is cut at a
+/// character boundary.
+pub const ABORT_CAUSE_BYTES: usize = 2048;
+
+/// The first failure recorded in the fabric.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AbortOrigin {
+    /// No node has recorded a failure.
+    None,
+    /// `node` claimed the origin and has not yet published its cause (or died doing so).
+    Claimed { node: usize },
+    /// `node` failed first, for `cause`.
+    Recorded { node: usize, cause: String },
 }
 
 #[repr(C, align(64))]
@@ -507,6 +531,65 @@ impl Fabric {
 
     pub fn aborted(&self) -> bool {
         self.header().abort.load(Ordering::Acquire) != 0
+    }
+
+    /// Records that `node` failed for `cause`, if no node has failed before it, and aborts
+    /// the cluster. Returns true if this call recorded the origin. Causes that are
+    /// consequences of an abort ([`crate::ABORT_MESSAGE`]) should not be recorded: call
+    /// [`Fabric::abort`] for them.
+    ///
+    /// # Memory ordering
+    ///
+    /// The origin word is claimed by compare-exchange, so exactly one failure is the
+    /// origin. Its cause is stored and published (Release on the length word) before the
+    /// abort flag is set (Release), so anyone who observes the abort flag (Acquire) that
+    /// this call set, or anything that happened after it, finds the cause published.
+    pub fn fail(&self, node: usize, cause: &str) -> bool {
+        let h = self.header();
+        let won = h
+            .abort_origin
+            .compare_exchange(0, node as u32 + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            let mut len = cause.len().min(ABORT_CAUSE_BYTES);
+            while !cause.is_char_boundary(len) {
+                len -= 1;
+            }
+            for (slot, &b) in h.abort_cause.iter().zip(&cause.as_bytes()[..len]) {
+                slot.store(b, Ordering::Relaxed);
+            }
+            h.abort_cause_len.store(len as u32 + 1, Ordering::Release);
+        }
+        self.abort();
+        won
+    }
+
+    /// `node`'s heartbeat count (see [`Net::poll`]): the launcher declares a node that
+    /// runs but whose count stands still for the stall limit stopped.
+    pub fn heartbeat(&self, node: usize) -> u64 {
+        self.header().heartbeat[node].0.load(Ordering::Relaxed)
+    }
+
+    /// The first failure recorded with [`Fabric::fail`].
+    pub fn abort_origin(&self) -> AbortOrigin {
+        let h = self.header();
+        let node = match h.abort_origin.load(Ordering::Acquire) {
+            0 => return AbortOrigin::None,
+            n => n as usize - 1,
+        };
+        match h.abort_cause_len.load(Ordering::Acquire) {
+            0 => AbortOrigin::Claimed { node },
+            n => {
+                let bytes: Vec<u8> = h.abort_cause[..n as usize - 1]
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect();
+                AbortOrigin::Recorded {
+                    node,
+                    cause: String::from_utf8_lossy(&bytes).into_owned(),
+                }
+            }
+        }
     }
 
     /// The result area of `node` (written by the node, read by the launcher).
@@ -830,8 +913,19 @@ impl Net {
     }
 
     /// Hands every waiting inbound message to `f`; returns how many there were.
+    ///
+    /// Every call is also this node's heartbeat: the launcher takes a node whose heartbeat
+    /// stands still for the stall limit for a stopped one.
     pub fn poll(&self, f: impl FnMut(Inbound<'_>)) -> usize {
+        self.beat();
         self.msg.poll(&self.fabric, f)
+    }
+
+    /// Bumps this node's heartbeat (the service loop's idle wait does, at every check).
+    pub(crate) fn beat(&self) {
+        self.fabric.header().heartbeat[self.node]
+            .0
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// True if a ring of this node holds unread messages (or another thread is polling).

@@ -1,0 +1,596 @@
+//! The `cashmere` command on bad input: every case gets a non-zero exit and a message that
+//! names what was wrong and what to do, before any work is done. Each case runs the built
+//! binary (`CASHMERE_TEST_BIN` runs them against another build) with the `DSM_*`
+//! variables cleared.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn binary() -> PathBuf {
+    std::env::var_os("CASHMERE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cashmere")))
+}
+
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(binary());
+    c.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("DSM_") {
+            c.env_remove(k);
+        }
+    }
+    c.envs(env.iter().copied());
+    c
+}
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn cashmere(args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let out = command(args, env)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the cashmere binary runs");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A file in the temporary directory, unique to this test process.
+fn temp(name: &str, contents: &str) -> String {
+    let p = std::env::temp_dir().join(format!("cashmere-cli-{}-{name}", std::process::id()));
+    std::fs::write(&p, contents).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn temp_path(name: &str) -> String {
+    let p = std::env::temp_dir().join(format!("cashmere-cli-{}-{name}", std::process::id()));
+    p.to_str().unwrap().to_string()
+}
+
+/// Runs one bad input and checks the exit code 1, a single `cashmere:` error line holding
+/// every one of `words`, and no panic.
+fn refused(args: &[&str], env: &[(&str, &str)], words: &[&str]) {
+    let o = cashmere(args, env);
+    let what = format!("cashmere {} with {env:?}", args.join(" "));
+    assert_eq!(o.code, Some(1), "{what}: exit code\n{}", o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{what}: {}", o.stderr);
+    for w in words {
+        assert!(
+            o.stderr.contains(w),
+            "{what}: `{w}` missing from\n{}",
+            o.stderr
+        );
+    }
+}
+
+#[test]
+fn sizes_from_user_input_never_wrap() {
+    refused(
+        &["run", "sor", "--heap-mb", "17592186044417"],
+        &[],
+        &["--heap-mb", "17592186044417", "limit is 1048576 MiB"],
+    );
+    refused(
+        &["run", "sor", "--heap-mb", "17592186044416"],
+        &[],
+        &["--heap-mb", "limit is 1048576 MiB"],
+    );
+    refused(
+        &["run", "sor", "--heap-mb", "2000000"],
+        &[],
+        &["2000000 MiB", "above the limit", "--heap-mb"],
+    );
+    refused(
+        &["run", "sor"],
+        &[("DSM_HEAP_MB", "17592186044417")],
+        &["DSM_HEAP_MB", "--heap-mb", "limit"],
+    );
+    refused(
+        &["run", "sor", "--heap-mb", "0"],
+        &[],
+        &["heap size 0", "--heap-mb"],
+    );
+}
+
+#[test]
+fn a_homes_file_must_fit_the_cluster() {
+    let outside = temp("homes-outside", "# page home\n0 0\n99999 1\n");
+    refused(
+        &["run", "sor", "--heap-mb", "1", "--homes", &outside],
+        &[],
+        &[
+            "line 3",
+            "page 99999",
+            "outside the heap",
+            "128 pages",
+            "--save-homes",
+        ],
+    );
+    let huge = temp("homes-huge", "4294967295 0\n");
+    refused(
+        &["run", "sor", "--homes", &huge],
+        &[],
+        &["line 1", "page 4294967295", "outside the heap"],
+    );
+    let twice = temp("homes-twice", "3 0\n4 1\n3 1\n");
+    refused(
+        &["run", "sor", "--homes", &twice],
+        &[],
+        &["line 3", "page 3", "second home", "line 1"],
+    );
+    let node = temp("homes-node", "3 5\n");
+    refused(
+        &["run", "sor", "--homes", &node],
+        &[],
+        &["line 1", "node 5 does not exist"],
+    );
+    let garbage = temp("homes-garbage", "three 0\n");
+    refused(
+        &["run", "sor", "--homes", &garbage],
+        &[],
+        &["line 1", "`three` is not a page number"],
+    );
+    // Refused before the sequential run: nothing is printed on standard output.
+    let o = cashmere(&["run", "sor", "--homes", &twice], &[]);
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
+
+#[test]
+fn suite_takes_the_variant_from_its_flag_or_the_environment() {
+    refused(
+        &["suite", "--apps", "sor"],
+        &[("DSM_VARIANT", "garbage")],
+        &["DSM_VARIANT=`garbage`", "valid variants", "nothing was run"],
+    );
+    let o = cashmere(&["suite", "--apps", "sor", "--variant", "CSM-None"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("CSM-None"), "{}", o.stdout);
+    assert!(
+        !o.stdout.contains("CSM-DMS"),
+        "ran other variants:\n{}",
+        o.stdout
+    );
+    let o = cashmere(&["suite", "--apps", "sor"], &[("DSM_VARIANT", "CSM-S")]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("CSM-S ") && !o.stdout.contains("CSM-DMS"),
+        "{}",
+        o.stdout
+    );
+    refused(
+        &[
+            "suite",
+            "--apps",
+            "sor",
+            "--variant",
+            "CSM-None",
+            "--variants",
+            "CSM-S",
+        ],
+        &[],
+        &["either --variants", "or --variant"],
+    );
+}
+
+#[test]
+fn suite_checks_the_whole_matrix_before_running_any_of_it() {
+    let o = cashmere(
+        &[
+            "suite",
+            "--apps",
+            "sor",
+            "--variants",
+            "CSM-None,CSM-DMS",
+            "--network",
+            "gige-tcp",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("nothing was run") && o.stderr.contains("CSM-DMS needs remote write"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !o.stdout.contains("sor "),
+        "ran part of the matrix:\n{}",
+        o.stdout
+    );
+    refused(
+        &["suite", "--apps", "sor,nope"],
+        &[],
+        &["unknown application `nope`"],
+    );
+    refused(
+        &["suite", "--apps", "sor", "--variants", "CSM-None,CSM-MS-Mg"],
+        &[],
+        &["CSM-MS-Mg", "not implemented", "nothing was run"],
+    );
+}
+
+#[test]
+fn float_parameters_must_be_finite() {
+    for v in ["nan", "inf", "-inf", "1e999"] {
+        refused(
+            &["run", "barnes", "--param", &format!("theta={v}")],
+            &[],
+            &["`theta`", "finite"],
+        );
+    }
+    refused(
+        &["run", "em3d", "--param", "remote_fraction=nan"],
+        &[],
+        &["`remote_fraction`", "finite", "from 0 to 1"],
+    );
+    refused(
+        &["run", "barnes", "--param", "dtime=nan"],
+        &[],
+        &["`dtime`", "finite"],
+    );
+}
+
+#[test]
+fn numeric_parameters_name_the_parameter_and_what_it_expects() {
+    for (p, v) in [
+        ("rows", "-5"),
+        ("rows", "1.5"),
+        ("cols", "x"),
+        ("rows", "0"),
+        ("iterations", "99999999999999999999999"),
+    ] {
+        refused(
+            &["run", "sor", "--param", &format!("{p}={v}")],
+            &[],
+            &[&format!("`{p}` = `{v}`"), "expected a whole number", "from"],
+        );
+    }
+    refused(
+        &["run", "water-nsq", "--param", "steps=-1"],
+        &[],
+        &["`steps` = `-1`", "expected a whole number"],
+    );
+    refused(
+        &["run", "ilink", "--size", "small", "--param", "seed=nan"],
+        &[],
+        &["`seed` = `nan`", "expected a whole number"],
+    );
+}
+
+#[test]
+fn a_data_set_that_cannot_fit_is_refused_before_allocating() {
+    refused(
+        &[
+            "run",
+            "sor",
+            "--param",
+            "rows=65536",
+            "--param",
+            "cols=65536",
+        ],
+        &[],
+        &["sor", "MiB", "shared heap", "--heap-mb"],
+    );
+    refused(
+        &[
+            "run",
+            "sor",
+            "--param",
+            "rows=65536",
+            "--param",
+            "cols=65536",
+            "--heap-mb",
+            "65536",
+        ],
+        &[],
+        &["sor", "GiB of memory", "this machine's"],
+    );
+}
+
+#[test]
+fn output_paths_are_checked_before_the_run() {
+    let dir = temp_path("no-such-dir");
+    let json = format!("{dir}/report.json");
+    refused(
+        &["run", "sor", "--json", &json],
+        &[],
+        &["--json", "does not exist"],
+    );
+    let o = cashmere(&["run", "sor", "--json", &json], &[]);
+    assert!(o.stdout.is_empty(), "ran before refusing:\n{}", o.stdout);
+    refused(
+        &["run", "sor", "--save-homes", "/proc/cashmere-homes"],
+        &[],
+        &[
+            "--save-homes",
+            "/proc/cashmere-homes",
+            "cannot be created or written",
+        ],
+    );
+    let d = std::env::temp_dir();
+    refused(
+        &["run", "sor", "--json", d.to_str().unwrap()],
+        &[],
+        &["--json", "is a directory"],
+    );
+}
+
+#[test]
+fn environment_errors_name_the_variable_and_the_flag() {
+    for (var, value, flag) in [
+        ("DSM_EXEC", "foo", "--exec"),
+        ("DSM_HEAP_MB", "abc", "--heap-mb"),
+        ("DSM_HEAP_MB", "-1", "--heap-mb"),
+        ("DSM_PAGE_KB", "3", "--page-kb"),
+        ("DSM_NETWORK", "nope", "--network"),
+        ("DSM_BACKEND", "nope", "--backend"),
+        ("DSM_VARIANT", "nope", "--variant"),
+    ] {
+        refused(
+            &["run", "sor"],
+            &[(var, value)],
+            &[&format!("{var}=`{value}`"), flag, "unset"],
+        );
+    }
+    // A flag wins over its variable.
+    let o = cashmere(
+        &[
+            "run", "sor", "--exec", "threads", "--nodes", "1", "--procs", "1",
+        ],
+        &[("DSM_EXEC", "foo")],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+}
+
+#[test]
+fn heap_and_page_advice_name_the_flag_the_variable_and_kib() {
+    refused(
+        &[
+            "run",
+            "sor",
+            "--param",
+            "rows=4000",
+            "--param",
+            "cols=4000",
+            "--heap-mb",
+            "64",
+        ],
+        &[],
+        &["--heap-mb", "DSM_HEAP_MB"],
+    );
+    refused(
+        &["run", "sor", "--page-kb", "3"],
+        &[],
+        &["--page-kb", "4 or 8"],
+    );
+    refused(
+        &["run", "sor", "--page-kb", "8192"],
+        &[],
+        &["--page-kb", "KiB: 4 or 8"],
+    );
+    refused(
+        &["run", "sor", "--page-kb", "18446744073709551615"],
+        &[],
+        &["--page-kb", "KiB"],
+    );
+}
+
+#[test]
+fn an_os_error_is_printed_once() {
+    let o = cashmere(&["run", "tsp", "--input", "/nonexistent/cities"], &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert_eq!(o.stderr.matches("(os error 2)").count(), 1, "{}", o.stderr);
+}
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let mut child = command(&["profiles"], &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the command writes (as `head -1` does after a line):
+    // the output has nowhere to go.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.success()
+            || std::os::unix::process::ExitStatusExt::signal(&out.status) == Some(13),
+        "{:?} {stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn the_stall_limit_must_be_a_positive_number_of_seconds() {
+    for v in ["0", "-1", "nan", "inf", "ten"] {
+        refused(
+            &["run", "sor", &format!("--stall-timeout={v}")],
+            &[],
+            &[&format!("--stall-timeout `{v}`"), "seconds"],
+        );
+    }
+    refused(
+        &["run", "sor"],
+        &[("DSM_STALL_TIMEOUT", "0")],
+        &["DSM_STALL_TIMEOUT=`0`", "--stall-timeout", "seconds"],
+    );
+    let o = cashmere(
+        &[
+            "run",
+            "sor",
+            "--stall-timeout",
+            "2.5",
+            "--nodes",
+            "1",
+            "--procs",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+}
+
+#[test]
+fn bench_needs_at_least_one_iteration() {
+    refused(
+        &["bench", "net", "--iters", "0"],
+        &[],
+        &["--iters", "at least 1"],
+    );
+}
+
+#[test]
+fn inputs_are_bounded_regular_files() {
+    refused(
+        &["run", "tsp", "--input", "/dev/zero"],
+        &[],
+        &["/dev/zero", "not a regular file"],
+    );
+    let fifo = temp_path("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    refused(
+        &["run", "tsp", "--input", &fifo],
+        &[],
+        &["not a regular file"],
+    );
+    let _ = std::fs::remove_file(&fifo);
+    let big = temp_path("big");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    refused(
+        &["run", "water-nsq", "--input", &big],
+        &[],
+        &["larger than the limit of 64 MiB"],
+    );
+    let _ = std::fs::remove_file(&big);
+    refused(
+        &[
+            "run",
+            "tsp",
+            "--input",
+            std::env::temp_dir().to_str().unwrap(),
+        ],
+        &[],
+        &["not a regular file"],
+    );
+}
+
+#[test]
+fn a_water_random_file_cut_short_is_an_error() {
+    let short = temp("random-short", &"0.5\n".repeat(100));
+    refused(
+        &["run", "water-nsq", "--param", &format!("random={short}")],
+        &[],
+        &[
+            "holds 100 numbers",
+            "64 molecules need 577",
+            "cut short",
+            "short_random=zero",
+        ],
+    );
+    let nan = temp("random-nan", &"nan\n".repeat(600));
+    refused(
+        &["run", "water-nsq", "--param", &format!("random={nan}")],
+        &[],
+        &["line 1", "finite number"],
+    );
+}
+
+#[test]
+fn other_bad_settings_are_refused_with_the_valid_choices() {
+    refused(
+        &["run", "nope"],
+        &[],
+        &["unknown application `nope`", "sor"],
+    );
+    refused(
+        &["run", "sor", "--param", "nope=1"],
+        &[],
+        &["unknown parameter `nope`", "valid parameters"],
+    );
+    refused(
+        &["run", "sor", "--param", "rows"],
+        &[],
+        &["--param expects KEY=VALUE"],
+    );
+    refused(&["run", "sor", "--size", "huge"], &[], &["valid sizes"]);
+    refused(&["run", "sor", "--nodes", "0"], &[], &["at least one node"]);
+    refused(&["run", "sor", "--nodes", "33"], &[], &["at most 32"]);
+    refused(
+        &["run", "sor", "--procs", "0"],
+        &[],
+        &["at least one processor"],
+    );
+    refused(
+        &["run", "sor", "--exec", "foo"],
+        &[],
+        &["--exec `foo`", "threads, processes"],
+    );
+    refused(
+        &["run", "sor", "--variant", "CSM-MS-Mg"],
+        &[],
+        &["home migration is not implemented yet"],
+    );
+    refused(
+        &[
+            "run",
+            "sor",
+            "--variant",
+            "CSM-DMS",
+            "--network",
+            "gige-tcp",
+        ],
+        &[],
+        &["CSM-DMS needs remote write"],
+    );
+    refused(
+        &["run", "sor", "--input", "x"],
+        &[],
+        &["sor reads no input file"],
+    );
+}
+
+#[test]
+fn progress_is_plain_lines_when_standard_error_is_not_a_terminal() {
+    // A sequential step of a few seconds, long enough for progress to be shown.
+    let o = cashmere(
+        &[
+            "run",
+            "sor",
+            "--param",
+            "rows=2048",
+            "--param",
+            "cols=2048",
+            "--param",
+            "iterations=1200",
+            "--nodes",
+            "1",
+            "--procs",
+            "2",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(!o.stderr.contains('\r'), "{:?}", o.stderr);
+    assert!(
+        o.stderr
+            .lines()
+            .any(|l| l.starts_with("sor sequential: ") && l.ends_with(" s")),
+        "{:?}",
+        o.stderr
+    );
+}
