@@ -1,8 +1,12 @@
-//! Litmus tests of the coherence protocol, under CSM-DMS and CSM-None, on every fault
-//! backend built in (or only on `DSM_BACKEND` when it is set).
+//! Litmus tests of the coherence protocol, on every fault backend built in (or only on
+//! `DSM_BACKEND` when it is set): the basic orderings under CSM-DMS and CSM-None, then
+//! home migration (section 2.3.5) under CSM-MS-Mg and CSM-None-Mg and adaptive broadcast
+//! (2.3.6) under CSM-ADB. Each scenario asserts the data and the protocol counters that
+//! prove the scenario happened, so that it cannot pass without exercising what it names.
 
 use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
-use protocol_variants::{CSM_DMS, CSM_NONE};
+use protocol_variants::{CSM_ADB, CSM_DMS, CSM_MS_MG, CSM_NONE, CSM_NONE_MG};
+use std::path::PathBuf;
 
 /// One protocol on one fault backend.
 struct Case {
@@ -31,9 +35,14 @@ fn backends() -> Vec<FaultBackend> {
 }
 
 fn cases() -> Vec<Case> {
+    cases_of(&[CSM_DMS, CSM_NONE])
+}
+
+/// Every protocol of `protos` on every backend.
+fn cases_of(protos: &[Protocol]) -> Vec<Case> {
     let mut out = Vec::new();
     for backend in backends() {
-        for proto in [CSM_DMS, CSM_NONE] {
+        for &proto in protos {
             out.push(Case {
                 proto,
                 backend,
@@ -339,4 +348,464 @@ fn homes_captured_from_one_variant_replay_in_another() {
         .unwrap();
     std::fs::remove_file(&dir).unwrap();
     assert_eq!(replay.homes, first.homes);
+}
+
+// -----------------------------------------------------------------------------------
+// Home migration (2.3.5) and adaptive broadcast (2.3.6).
+// -----------------------------------------------------------------------------------
+
+/// `u64` words in one coherence page of the default 8 KiB.
+const PAGE_WORDS: usize = 1024;
+
+/// `nodes` nodes of one processor each, with a small heap.
+fn small_config(case: &Case, nodes: usize, mode: ExecMode) -> Config {
+    let mut c = Config::new(nodes, 1, case.proto);
+    c.heap_bytes = 1 << 20;
+    c.mode = mode;
+    c.backend = case.backend;
+    c
+}
+
+/// The modes a scenario runs in for `case`: threads always, and processes on the first
+/// backend (process mode re-runs the test binary once per node, which is slow).
+fn modes(case: &Case) -> Vec<ExecMode> {
+    if case.backend == backends()[0] {
+        vec![ExecMode::Threads, ExecMode::Processes]
+    } else {
+        vec![ExecMode::Threads]
+    }
+}
+
+/// A homes file (`Config::homes_file`: one `page home` per line) that pins first homes.
+/// It is named after the test and the launching process, so that the node processes of
+/// a process-mode run read the file their launcher wrote; only the launcher writes and
+/// removes it.
+struct HomesFile(PathBuf);
+
+impl HomesFile {
+    fn new(test: &str, homes: &[(u32, usize)]) -> HomesFile {
+        let node_process = dsm::launch::is_node_process();
+        let launcher = if node_process {
+            std::os::unix::process::parent_id()
+        } else {
+            std::process::id()
+        };
+        let path = std::env::temp_dir().join(format!("cashmere-litmus-{test}-{launcher}"));
+        if !node_process {
+            let text: String = homes.iter().map(|(p, h)| format!("{p} {h}\n")).collect();
+            std::fs::write(&path, text).expect("cannot write the homes file");
+        }
+        HomesFile(path)
+    }
+}
+
+impl Drop for HomesFile {
+    fn drop(&mut self) {
+        if !dsm::launch::is_node_process() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// Pages written by all three nodes in the migration race, first homed at node 0.
+const RACE_PAGES: usize = 8;
+const RACE_ROUNDS: u64 = 100;
+
+/// The value of word `i` of the race pages at the end of `round`.
+fn race_value(round: u64, i: usize) -> u64 {
+    ((round + 1) << 32) | i as u64
+}
+
+/// Home migration racing a fetch and a diff from a third node (2.3.5), 3 nodes x 1. In
+/// every round the three nodes write their own words (word `i` is node `i % 3`'s) of pages
+/// first homed at node 0, at once: each write fault asks the page's current home to move
+/// (granted unless that home is writing the page), so homes move while the others fault.
+/// Meanwhile node 2 writes a temporary value, releases it through a lock of its own (its
+/// diffs go to the home it believes in, which may have moved: redirected, or deferred at
+/// a new home still taking over), fetches a page node 0 wrote in the previous round, and
+/// writes its final values, which the barrier's release diffs. After the barrier every
+/// node checks every word. The run must have migrated homes, refused a migration to a
+/// writing home, and met both a home that had moved and a busy page or a home taking over.
+#[test]
+fn migration_races_a_fetch_and_a_diff() {
+    for case in cases_of(&[CSM_MS_MG, CSM_NONE_MG]) {
+        for mode in modes(&case) {
+            // Two more pages after the race pages: node 0 writes one per round, node 2 reads
+            // the other (written the round before), so the two never race.
+            let homes: Vec<(u32, usize)> = (0..RACE_PAGES as u32 + 2).map(|p| (p, 0)).collect();
+            let file = HomesFile::new("migration_race", &homes);
+            let mut c = small_config(&case, 3, mode);
+            c.homes_file = Some(file.0.clone());
+            let r = Cluster::new(c).run(|s| {
+                let a = s.alloc::<u64>(RACE_PAGES * PAGE_WORDS);
+                let q = s.alloc::<u64>(2 * PAGE_WORDS);
+                let own = s.lock();
+                let bar = s.barrier();
+                move |p| {
+                    let me = p.node();
+                    let mine = move || (me..a.len()).step_by(3);
+                    let mut checked = 0u64;
+                    for round in 0..RACE_ROUNDS {
+                        let fresh = (round % 2) as usize * PAGE_WORDS;
+                        let old = PAGE_WORDS - fresh;
+                        match me {
+                            0 => {
+                                for i in mine() {
+                                    a.set(i, race_value(round, i));
+                                }
+                                for j in 0..PAGE_WORDS {
+                                    q.set(fresh + j, race_value(round, j));
+                                }
+                            }
+                            1 => {
+                                for i in mine() {
+                                    a.set(i, race_value(round, i));
+                                }
+                            }
+                            _ => {
+                                for i in mine() {
+                                    a.set(i, race_value(round, i) ^ 0xdead);
+                                }
+                                own.acquire(p);
+                                own.release(p);
+                                if round > 0 {
+                                    for j in 0..PAGE_WORDS {
+                                        assert_eq!(q.get(old + j), race_value(round - 1, j));
+                                    }
+                                }
+                                for i in mine() {
+                                    a.set(i, race_value(round, i));
+                                }
+                            }
+                        }
+                        bar.wait(p);
+                        for i in 0..a.len() {
+                            assert_eq!(
+                                a.get(i),
+                                race_value(round, i),
+                                "round {round}, word {i} (written by node {}), read at node {me}",
+                                i % 3
+                            );
+                            checked += 1;
+                        }
+                        bar.wait(p);
+                    }
+                    checked
+                }
+            });
+            let r = match r {
+                Err(e) if e.is_other_run() => continue,
+                r => r.unwrap(),
+            };
+            let what = format!("{} {mode}", case.name);
+            let want = RACE_ROUNDS * (RACE_PAGES * PAGE_WORDS) as u64;
+            assert_eq!(r.results, vec![want; 3], "{what}");
+            let k = &r.counters;
+            eprintln!(
+                "{what}: {} migrations of {} attempts, {} redirects ({} at node 2), {} deferred",
+                k.migrations,
+                k.migration_attempts,
+                k.redirects,
+                r.node_counters[2].redirects,
+                k.deferred_messages,
+            );
+            assert!(k.migrations > 0, "{what}: no home migrated: {k:?}");
+            assert!(
+                k.migration_attempts > k.migrations,
+                "{what}: no migration was refused to a writing home: {k:?}"
+            );
+            assert!(
+                k.redirects > 0,
+                "{what}: no request met a home that had moved: {k:?}"
+            );
+            assert!(
+                k.deferred_messages > 0,
+                "{what}: no request met a busy page or a home still taking over: {k:?}"
+            );
+            // Node 2 diffs the pages whose home it did not take over.
+            assert!(
+                r.node_counters[2].diffs > 0,
+                "{what}: node 2 never sent a diff: {:?}",
+                r.node_counters[2]
+            );
+        }
+    }
+}
+
+/// A stale cached directory entry makes a useless migration request (2.3.5), 2 nodes x 1,
+/// page P pinned at node 0. Node 1 reads P while the home is not writing it, so under
+/// CSM-None-Mg it caches "home not writing". The home then writes P and releases (a
+/// flag), which sends node 1 a write notice; node 1 drops P at its acquire and leaves the
+/// sharing set. The home, P's only sharer again, writes P once more: P goes exclusive,
+/// which no release downgrades, so the home is still writing P after it sets the next
+/// flag. Node 1 then write-faults P, trusts its stale entry and asks the home to move: the
+/// home refuses, and node 1 fetches P as a plain writer. Under CSM-MS-Mg the replicated
+/// directory shows the home's bit, so the same program asks nothing.
+#[test]
+fn a_stale_cached_entry_makes_a_refused_migration() {
+    for case in cases_of(&[CSM_NONE_MG, CSM_MS_MG]) {
+        for mode in modes(&case) {
+            let file = HomesFile::new("stale_entry", &[(0, 0)]);
+            let mut c = small_config(&case, 2, mode);
+            c.homes_file = Some(file.0.clone());
+            let r = Cluster::new(c).run(|s| {
+                let a = s.alloc::<u64>(PAGE_WORDS);
+                // Under message synchronization flag k is managed by node k % 2, so
+                // `dropped` (flag 2) is set at the home by a message that follows node 1's
+                // one-way drop of P on the same FIFO ring: the home has handled the drop
+                // when it sees the flag.
+                let f = s.flags(4);
+                let (read, downgraded, dropped, exclusive) = (f[0], f[1], f[2], f[3]);
+                let bar = s.barrier();
+                move |p| {
+                    if p.node() == 1 {
+                        assert_eq!(a.get(0), 0);
+                        read.set(p);
+                        downgraded.wait(p);
+                        dropped.set(p);
+                        exclusive.wait(p);
+                        a.set(1, 3);
+                    } else {
+                        read.wait(p);
+                        a.set(0, 1);
+                        downgraded.set(p);
+                        dropped.wait(p);
+                        a.set(0, 2);
+                        exclusive.set(p);
+                    }
+                    bar.wait(p);
+                    (a.get(0), a.get(1))
+                }
+            });
+            let r = match r {
+                Err(e) if e.is_other_run() => continue,
+                r => r.unwrap(),
+            };
+            let what = format!("{} {mode}", case.name);
+            assert_eq!(r.results, vec![(2, 3); 2], "{what}");
+            let (home, writer) = (&r.node_counters[0], &r.node_counters[1]);
+            assert_eq!(
+                home.exclusive_entries, 1,
+                "{what}: the home must write P exclusively once: {home:?}"
+            );
+            assert_eq!(writer.invalidations, 1, "{what}: {writer:?}");
+            assert_eq!(writer.migrations, 0, "{what}: {writer:?}");
+            if case.proto == CSM_NONE_MG {
+                assert_eq!(
+                    writer.migration_attempts, 1,
+                    "{what}: node 1's stale entry must make one refused request: {writer:?}"
+                );
+            } else {
+                assert_eq!(
+                    writer.migration_attempts, 0,
+                    "{what}: the replicated directory shows the home writing: {writer:?}"
+                );
+            }
+            assert_eq!(r.homes, vec![(0, 0)], "{what}: P must stay at node 0");
+        }
+    }
+}
+
+/// Rounds of the adaptive-broadcast scenario, after the first read.
+const ADB_ROUNDS: u64 = 6;
+
+/// The value of word `i` of P after `round` writes (round 0: the home's first write).
+fn adb_value(round: u64, i: usize) -> u64 {
+    ((round + 1) << 40) | (i as u64 * 3)
+}
+
+/// A page broadcast to its readers (2.3.6), then rewritten by `writer`, is never read from
+/// the broadcast buffer again, 4 nodes x 1. Node 0 first-touches P. In every round nodes 1
+/// and 2 read P at once after a barrier; node 3 reads it after both (flags), and so finds
+/// the copy the home broadcast at the second request of its synchronization interval (the
+/// home waits for node 3 before its next release starts a new interval). After another
+/// barrier `writer` rewrites P and releases at a barrier, which must invalidate the
+/// broadcast copy: every node then reads the new value in the next round's reads.
+fn broadcast_copy_is_invalidated_by_a_release(writer: usize) {
+    for case in cases_of(&[CSM_ADB]) {
+        for mode in modes(&case) {
+            let r = Cluster::new(small_config(&case, 4, mode)).run(|s| {
+                let a = s.alloc::<u64>(PAGE_WORDS);
+                let flags = s.flags(3 * (ADB_ROUNDS as usize + 1));
+                let bar = s.barrier();
+                move |p| {
+                    let me = p.node();
+                    let check = |round: u64| {
+                        for i in 0..PAGE_WORDS {
+                            assert_eq!(
+                                a.get(i),
+                                adb_value(round, i),
+                                "node {me}, round {round}, word {i}"
+                            );
+                        }
+                    };
+                    if me == 0 {
+                        for i in 0..PAGE_WORDS {
+                            a.set(i, adb_value(0, i));
+                        }
+                    }
+                    bar.wait(p);
+                    for round in 0..=ADB_ROUNDS {
+                        let f = &flags[3 * round as usize..][..3];
+                        match me {
+                            1 | 2 => {
+                                check(round);
+                                f[me - 1].set(p);
+                            }
+                            3 => {
+                                f[0].wait(p);
+                                f[1].wait(p);
+                                check(round);
+                                f[2].set(p);
+                            }
+                            _ => {
+                                f[2].wait(p);
+                                check(round);
+                            }
+                        }
+                        bar.wait(p);
+                        if round < ADB_ROUNDS {
+                            if me == writer {
+                                for i in 0..PAGE_WORDS {
+                                    a.set(i, adb_value(round + 1, i));
+                                }
+                            }
+                            bar.wait(p);
+                        }
+                    }
+                }
+            });
+            let r = match r {
+                Err(e) if e.is_other_run() => continue,
+                r => r.unwrap(),
+            };
+            let what = format!("{} {mode}, writer node {writer}", case.name);
+            let k = &r.node_counters;
+            eprintln!(
+                "{what}: broadcast {}, hits {:?}, transfers {:?}, diffs {}",
+                k[0].pages_broadcast,
+                k.iter().map(|c| c.broadcast_hits).collect::<Vec<_>>(),
+                k.iter().map(|c| c.page_transfers).collect::<Vec<_>>(),
+                r.counters.diffs
+            );
+            assert_eq!(r.homes, vec![(0, 0)], "{what}");
+            assert!(
+                k[0].pages_broadcast > ADB_ROUNDS,
+                "{what}: the home must broadcast P every round: {:?}",
+                k[0]
+            );
+            // After a home write nodes 1 to 3 are invalidated, so node 3 makes the third
+            // request of the interval and takes the broadcast copy every round. After a
+            // write by node 1 only nodes 2 and 3 are, so node 3 makes the second request,
+            // the one that publishes: it hits only in the first round.
+            let node3_hits = if writer == 0 { ADB_ROUNDS + 1 } else { 1 };
+            assert_eq!(
+                k[3].broadcast_hits, node3_hits,
+                "{what}: node 3's reads after the broadcast: {:?}",
+                k[3]
+            );
+            // After each write node 2 looks in the buffer first, which holds the copy
+            // published before the write: it must fetch from the home instead.
+            assert!(
+                k[2].page_transfers >= ADB_ROUNDS,
+                "{what}: node 2 must fetch P from the home after each write: {:?}",
+                k[2]
+            );
+            if writer == 0 {
+                assert_eq!(r.counters.diffs, 0, "{what}: the home never diffs");
+            } else {
+                assert_eq!(k[writer].diffs, ADB_ROUNDS, "{what}: one diff per write");
+            }
+        }
+    }
+}
+
+/// The release that invalidates the broadcast copy is a non-home writer's: a remote-write
+/// diff and an epoch bump by the releaser.
+#[test]
+fn adb_copy_invalidated_by_a_remote_writer() {
+    broadcast_copy_is_invalidated_by_a_release(1);
+}
+
+/// The release that invalidates the broadcast copy is the home's own: no diff, the home
+/// stops writing P.
+#[test]
+fn adb_copy_invalidated_by_the_home() {
+    broadcast_copy_is_invalidated_by_a_release(0);
+}
+
+/// CSM-ADB on 32 nodes of one processor, as the paper's one-level runs (2.3.6): every
+/// node writes its slice of an array (falsely shared pages, diffs from everyone), adds to
+/// a counter under a lock, and reads a page the home wrote, which nodes 1 and 2 read
+/// first so that the home broadcasts it and the other 29 nodes take it from the buffer.
+#[test]
+fn adb_on_32_nodes() {
+    const NODES: usize = 32;
+    const SLICE: usize = 64;
+    for case in cases_of(&[CSM_ADB]) {
+        let r = Cluster::new(small_config(&case, NODES, ExecMode::Threads))
+            .run(|s| {
+                let wide = s.alloc::<u64>(PAGE_WORDS);
+                let slices = s.alloc::<u64>(NODES * SLICE);
+                let total = s.alloc::<u64>(1);
+                let lock = s.lock();
+                let first = s.flags(2);
+                let bar = s.barrier();
+                move |p| {
+                    let me = p.node();
+                    if me == 0 {
+                        for i in 0..PAGE_WORDS {
+                            wide.set(i, 5 * i as u64);
+                        }
+                    }
+                    for j in 0..SLICE {
+                        slices.set(me * SLICE + j, (me * 1000 + j) as u64);
+                    }
+                    lock.acquire(p);
+                    total.set(0, total.get(0) + me as u64 + 1);
+                    lock.release(p);
+                    bar.wait(p);
+                    // The home waits too: its next release would start a new interval
+                    // between the two first requests.
+                    if me != 1 && me != 2 {
+                        first[0].wait(p);
+                        first[1].wait(p);
+                    }
+                    let wide_sum: u64 = (0..PAGE_WORDS).map(|i| wide.get(i)).sum();
+                    if me == 1 || me == 2 {
+                        first[me - 1].set(p);
+                    }
+                    let slice_sum: u64 = (0..slices.len()).map(|i| slices.get(i)).sum();
+                    (wide_sum, slice_sum, total.get(0))
+                }
+            })
+            .unwrap();
+        let wide: u64 = (0..PAGE_WORDS as u64).map(|i| 5 * i).sum();
+        let slices: u64 = (0..NODES)
+            .flat_map(|n| (0..SLICE).map(move |j| (n * 1000 + j) as u64))
+            .sum();
+        let total = (NODES * (NODES + 1) / 2) as u64;
+        assert_eq!(
+            r.results,
+            vec![(wide, slices, total); NODES],
+            "{}",
+            case.name
+        );
+        let k = &r.counters;
+        eprintln!(
+            "{}: broadcast {}, hits {}, diffs {}, transfers {}",
+            case.name, k.pages_broadcast, k.broadcast_hits, k.diffs, k.page_transfers
+        );
+        assert!(
+            r.node_counters[0].pages_broadcast > 0,
+            "{}: {k:?}",
+            case.name
+        );
+        assert!(
+            k.broadcast_hits >= NODES as u64 - 3,
+            "{}: nodes 3.. must read the wide page from the buffer: {k:?}",
+            case.name
+        );
+        assert!(k.diffs > 0, "{}: {k:?}", case.name);
+    }
 }
