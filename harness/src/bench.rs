@@ -25,6 +25,13 @@ pub struct BenchArgs {
     /// Repetitions per figure.
     #[arg(long, default_value_t = 2000)]
     pub iters: usize,
+    /// Node counts for the CSM-ADB broadcast measurement of `proto` (comma-separated; empty
+    /// to skip it).
+    #[arg(long, default_value = "2,4,8")]
+    pub adb_nodes: String,
+    /// Skip the home-migration measurement of `proto` (CSM-MS-Mg and CSM-None-Mg).
+    #[arg(long)]
+    pub no_migration: bool,
 }
 
 fn median_us(mut v: Vec<u64>) -> f64 {
@@ -63,10 +70,31 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 .split(',')
                 .map(|b| b.trim().parse::<FaultBackend>().map_err(anyhow::Error::msg))
                 .collect::<Result<_, _>>()?;
+            let adb_nodes: Vec<usize> = a
+                .adb_nodes
+                .split(',')
+                .filter(|n| !n.trim().is_empty())
+                .map(|n| match n.trim().parse::<usize>() {
+                    Ok(n) if n >= 2 => Ok(n),
+                    _ => Err(anyhow::anyhow!(
+                        "--adb-nodes expects node counts of at least 2, comma-separated (e.g. 2,4,8); got `{n}`"
+                    )),
+                })
+                .collect::<Result<_, _>>()?;
             for mode in modes(&a.exec)? {
                 for &v in &variants {
                     for &b in &backends {
                         bench_proto(v, b, mode, a.iters)?;
+                    }
+                }
+                for &b in &backends {
+                    if !a.no_migration {
+                        for v in [protocol_variants::CSM_MS_MG, protocol_variants::CSM_NONE_MG] {
+                            bench_migration(v, b, mode, a.iters)?;
+                        }
+                    }
+                    for &n in &adb_nodes {
+                        bench_adb(n, b, mode, a.iters)?;
                     }
                 }
             }
@@ -446,4 +474,301 @@ fn barrier_time(
         Err(e) if e.is_other_run() => Ok(None),
         r => Ok(Some(r?.results[0])),
     }
+}
+
+/// What the home-migration run measures (us), on node 1.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct MigrationTimes {
+    /// A read fault on a page homed at node 0 (the plain page fetch), in the same run.
+    page_fetch: f64,
+    /// A write fault on a page homed at node 0 that moves the home to node 1 (fetch + grant).
+    migrating_write: f64,
+    /// Words node 0 read back wrong from the migrated pages (0 unless the protocol is broken).
+    wrong: usize,
+}
+
+/// Home migration (section 2.3.5), 2 nodes: node 0 reads a set of fresh pages first (so it
+/// is their home by first touch and is not writing them); then node 1 read-faults half of
+/// them (plain fetches) and write-faults the other half, each of which asks the home to move
+/// and is granted. Each write fault therefore migrates a fresh page: no synchronization is
+/// inside the timed operation, so nothing is subtracted. Node 0 then reads the written pages
+/// back from their new home.
+fn bench_migration(
+    v: Protocol,
+    backend: FaultBackend,
+    mode: ExecMode,
+    iters: usize,
+) -> anyhow::Result<()> {
+    let pages = iters.clamp(64, 1024);
+    let words = 8192 / 8;
+    let r = Cluster::new(proto_config(v, backend, mode, 2)).run(|s| {
+        let a = s.alloc_named::<u64>(2 * pages * words, "migration pages");
+        let bar = s.barrier();
+        move |p| -> MigrationTimes {
+            let mut t = MigrationTimes::default();
+            let node1 = p.node() == 1;
+            if !node1 {
+                for pg in 0..2 * pages {
+                    std::hint::black_box(a.get(pg * words));
+                }
+            }
+            bar.wait(p);
+            if node1 {
+                // Interleaved, so that both figures see the same conditions.
+                let mut fetch = Vec::with_capacity(pages);
+                let mut migrate = Vec::with_capacity(pages);
+                for pg in 0..pages {
+                    let t0 = Instant::now();
+                    std::hint::black_box(a.get((pages + pg) * words));
+                    fetch.push(t0.elapsed().as_nanos() as u64);
+                    let t0 = Instant::now();
+                    a.set(pg * words, pg as u64 + 1);
+                    migrate.push(t0.elapsed().as_nanos() as u64);
+                }
+                t.page_fetch = median_us(fetch);
+                t.migrating_write = median_us(migrate);
+            }
+            bar.wait(p);
+            if !node1 {
+                t.wrong = (0..pages)
+                    .filter(|&pg| a.get(pg * words) != pg as u64 + 1)
+                    .count();
+            }
+            t
+        }
+    });
+    let report = match r {
+        Err(e) if e.is_other_run() => return Ok(()),
+        r => r?,
+    };
+    let c = &report.counters;
+    let tag = format!("{} ({mode}, {backend})", v.name);
+    let wrong = report.results[0].wrong;
+    if wrong > 0 {
+        bail!(
+            "{tag}: node 0 read {wrong} of {pages} migrated pages back wrong; the migration protocol lost writes (rerun with DSM_TRACE_HOMES=1 to trace the homes)"
+        );
+    }
+    if c.migrations < pages as u64 {
+        bail!(
+            "{tag}: {pages} write faults away from the home should each have migrated it, but only {} migrations happened ({} attempts); home migration is not working",
+            c.migrations,
+            c.migration_attempts
+        );
+    }
+    let t = &report.results[1];
+    println!(
+        "proto {tag}: page fetch (read fault, remote home)  {:8.2} us",
+        t.page_fetch
+    );
+    println!(
+        "proto {tag}: write fault migrating the home        {:8.2} us  ({:.2}x the page fetch; {} migrations ({} attempts))",
+        t.migrating_write,
+        t.migrating_write / t.page_fetch,
+        c.migrations,
+        c.migration_attempts
+    );
+    Ok(())
+}
+
+/// What one node measures in a CSM-ADB run (us; `None` where it measured nothing).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct AdbTimes {
+    /// Burst, node 0: an empty barrier.
+    barrier: Option<f64>,
+    /// Burst, node 0: from one barrier to the next while every other node reads one fresh
+    /// page, less the empty barrier.
+    serve_all: Option<f64>,
+    /// A reader: its read fault (burst), or its read fault in the chain (node 1: a plain
+    /// fetch; node 2: the fetch that makes the home publish; nodes 3 and up: reads the
+    /// broadcast buffer should serve).
+    read: Option<f64>,
+    /// Words read wrong.
+    wrong: usize,
+}
+
+/// Adaptive broadcast (section 2.3.6), N nodes of one processor, node 0 home of every page
+/// (it writes them first). Two runs, so that each one's counters say what it did:
+///
+/// * Burst: after a barrier, nodes 1..N read the same fresh page at once. Node 0 times
+///   barrier to barrier and subtracts an empty barrier (timed the same way in the same
+///   run): the time to serve the page to all N-1 readers. Each reader times its own read
+///   fault.
+/// * Chain (N >= 3): per fresh page, after a barrier, node 1 reads it (a plain fetch: the
+///   first request for it), then node 2 (the second request in the home's interval: the
+///   home publishes the page as it replies), then nodes 3..N one after another, each
+///   started by a flag from the one before: their reads find the page in the home's
+///   broadcast buffer. The flags are outside the timed reads.
+fn bench_adb(
+    nodes: usize,
+    backend: FaultBackend,
+    mode: ExecMode,
+    iters: usize,
+) -> anyhow::Result<()> {
+    let v = protocol_variants::CSM_ADB;
+    let rounds = 200usize.min(iters.max(20));
+    let words = 8192 / 8;
+    let tag = format!("{} ({mode}, {backend}, {nodes} nodes)", v.name);
+    let mut c = proto_config(v, backend, mode, nodes);
+    c.heap_bytes = (rounds * 8192).next_power_of_two().max(4 << 20);
+    let check = |report: &dsm::Report<AdbTimes>| -> anyhow::Result<()> {
+        let wrong: usize = report.results.iter().map(|t| t.wrong).sum();
+        if wrong > 0 {
+            bail!("{tag}: readers saw {wrong} stale or wrong words; adaptive broadcast served bad copies");
+        }
+        Ok(())
+    };
+
+    // Burst.
+    let r = Cluster::new(c.clone()).run(|s| {
+        let a = s.alloc_named::<u64>(rounds * words, "broadcast pages");
+        let bar = s.barrier();
+        move |p| -> AdbTimes {
+            let me = p.node();
+            let mut t = AdbTimes::default();
+            if me == 0 {
+                for pg in 0..rounds {
+                    a.set(pg * words, pg as u64 + 1);
+                }
+            }
+            bar.wait(p);
+            let mut s = Vec::with_capacity(rounds);
+            let mut t0 = Instant::now();
+            for _ in 0..rounds {
+                bar.wait(p);
+                s.push(t0.elapsed().as_nanos() as u64);
+                t0 = Instant::now();
+            }
+            let barrier = median_us(s);
+            let mut serve = Vec::with_capacity(rounds);
+            let mut reads = Vec::with_capacity(rounds);
+            bar.wait(p);
+            let mut t0 = Instant::now();
+            for pg in 0..rounds {
+                if me != 0 {
+                    let t1 = Instant::now();
+                    let x = a.get(pg * words);
+                    reads.push(t1.elapsed().as_nanos() as u64);
+                    t.wrong += usize::from(x != pg as u64 + 1);
+                }
+                bar.wait(p);
+                serve.push(t0.elapsed().as_nanos() as u64);
+                t0 = Instant::now();
+            }
+            if me == 0 {
+                t.barrier = Some(barrier);
+                t.serve_all = Some((median_us(serve) - barrier).max(0.0));
+            } else {
+                t.read = Some(median_us(reads));
+            }
+            t
+        }
+    });
+    match r {
+        Err(e) if e.is_other_run() => {}
+        r => {
+            let report = r?;
+            check(&report)?;
+            let res = &report.results;
+            let c = &report.counters;
+            println!(
+                "proto {tag}: serve 1 page to {} readers at once {:8.2} us  (an empty barrier, {:.2} us, subtracted)",
+                nodes - 1,
+                res[0].serve_all.unwrap_or(f64::NAN),
+                res[0].barrier.unwrap_or(f64::NAN)
+            );
+            println!(
+                "proto {tag}: read fault in that burst, per reader  {:8.2} us  (pages broadcast {}, broadcast hits {} of {} reads)",
+                median_f(res[1..].iter().filter_map(|t| t.read)),
+                c.pages_broadcast,
+                c.broadcast_hits,
+                rounds * (nodes - 1)
+            );
+        }
+    }
+    if nodes < 3 {
+        return Ok(());
+    }
+
+    // Chain.
+    let r = Cluster::new(c).run(|s| {
+        let a = s.alloc_named::<u64>(rounds * words, "broadcast pages");
+        let bar = s.barrier();
+        let flags = s.flags(rounds * (nodes - 1));
+        move |p| -> AdbTimes {
+            let me = p.node();
+            let n = p.nodes();
+            let mut t = AdbTimes::default();
+            if me == 0 {
+                for pg in 0..rounds {
+                    a.set(pg * words, pg as u64 + 1);
+                }
+            }
+            let mut reads = Vec::with_capacity(rounds);
+            for pg in 0..rounds {
+                bar.wait(p);
+                if me == 0 {
+                    continue;
+                }
+                if me > 1 {
+                    flags[pg * (n - 1) + me - 2].wait(p);
+                }
+                let t1 = Instant::now();
+                let x = a.get(pg * words);
+                reads.push(t1.elapsed().as_nanos() as u64);
+                t.wrong += usize::from(x != pg as u64 + 1);
+                flags[pg * (n - 1) + me - 1].set(p);
+            }
+            bar.wait(p);
+            if me != 0 {
+                t.read = Some(median_us(reads));
+            }
+            t
+        }
+    });
+    let report = match r {
+        Err(e) if e.is_other_run() => return Ok(()),
+        r => r?,
+    };
+    check(&report)?;
+    let res = &report.results;
+    let c = &report.counters;
+    let fetch = res[1].read.unwrap_or(f64::NAN);
+    let publish = res[2].read.unwrap_or(f64::NAN);
+    println!("proto {tag}: read fault, plain fetch               {fetch:8.2} us");
+    println!(
+        "proto {tag}: read fault, fetch that publishes      {publish:8.2} us  ({:.2}x the plain fetch)",
+        publish / fetch
+    );
+    if nodes >= 4 {
+        let hit = median_f(res[3..].iter().filter_map(|t| t.read));
+        println!(
+            "proto {tag}: read fault from the broadcast buffer  {hit:8.2} us  ({:.2}x the plain fetch; pages broadcast {}, broadcast hits {} of {} reads expected){}",
+            hit / fetch,
+            c.pages_broadcast,
+            c.broadcast_hits,
+            rounds * (nodes - 3),
+            if c.broadcast_hits == 0 {
+                "  NO HITS: the buffers were not used"
+            } else {
+                ""
+            }
+        );
+    } else {
+        println!(
+            "proto {tag}: pages broadcast {}, broadcast hits {} (no reader follows the publishing one)",
+            c.pages_broadcast, c.broadcast_hits
+        );
+    }
+    Ok(())
+}
+
+/// The median of some figures (NaN if there are none).
+fn median_f(it: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = it.collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
 }

@@ -429,6 +429,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes), write notices {}, messages {}, broadcasts {}",
         c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.write_notices, c.messages, c.broadcasts
     );
+    println!(
+        "  migrations {} ({} attempts), redirects {}, pages broadcast {} / broadcast hits {}, notice overflows {}, deferred messages {}, stale drops {}",
+        c.migrations,
+        c.migration_attempts,
+        c.redirects,
+        c.pages_broadcast,
+        c.broadcast_hits,
+        c.notice_overflows,
+        c.deferred_messages,
+        c.stale_drops
+    );
     let total = o
         .report
         .procs
@@ -568,7 +579,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     let node = dsm::launch::is_node_process();
     if !node {
         println!(
-            "{:<10} {:<9} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>7} {:>9}  result",
+            "{:<10} {:<11} {:>8} {:>8} {:>7} {:>8} {:>6} {:>6} {:>6} {:>8} {:>12} {:>10}  result",
             "app",
             "variant",
             "seq s",
@@ -578,7 +589,9 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
             "pages",
             "invals",
             "diffs",
-            "messages"
+            "messages",
+            "migr (att)",
+            "bcast/hits"
         );
     }
     let mut failures = Vec::new();
@@ -592,15 +605,26 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
                     continue;
                 }
                 if !node {
-                    println!("{:<10} {:<9} error: {e:#}", app.name(), proto.name);
+                    println!("{:<10} {:<11} error: {e:#}", app.name(), proto.name);
                 }
                 failures.push(format!("{} under {}: {e:#}", app.name(), proto.name));
             }
             Ok(o) => {
                 let c = &o.report.counters;
                 let ok = o.verified.is_ok();
+                // "-" where the variant cannot migrate homes or broadcast pages.
+                let migr = if proto.home == dsm::HomePolicy::Migrating {
+                    format!("{} ({})", c.migrations, c.migration_attempts)
+                } else {
+                    "-".to_string()
+                };
+                let bcast = if proto.adaptive_broadcast {
+                    format!("{}/{}", c.pages_broadcast, c.broadcast_hits)
+                } else {
+                    "-".to_string()
+                };
                 println!(
-                    "{:<10} {:<9} {:>8.3} {:>8.3} {:>7.2} {:>8} {:>8} {:>8} {:>7} {:>9}  {}",
+                    "{:<10} {:<11} {:>8.3} {:>8.3} {:>7.2} {:>8} {:>6} {:>6} {:>6} {:>8} {:>12} {:>10}  {}",
                     app.name(),
                     proto.name,
                     o.seq_s,
@@ -611,6 +635,8 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
                     c.invalidations,
                     c.diffs,
                     c.messages,
+                    migr,
+                    bcast,
                     o.par
                 );
                 if let Err(m) = o.verified {
