@@ -210,9 +210,17 @@ fn suite_checks_the_whole_matrix_before_running_any_of_it() {
         &["unknown application `nope`"],
     );
     refused(
-        &["suite", "--apps", "sor", "--variants", "CSM-None,CSM-MS-Mg"],
+        &[
+            "suite",
+            "--apps",
+            "sor",
+            "--variants",
+            "CSM-None,CSM-MS-Mg,CSM-ADB",
+            "--network",
+            "gige-tcp",
+        ],
         &[],
-        &["CSM-MS-Mg", "not implemented", "nothing was run"],
+        &["CSM-MS-Mg", "CSM-ADB", "nothing was run"],
     );
 }
 
@@ -541,9 +549,16 @@ fn other_bad_settings_are_refused_with_the_valid_choices() {
         &["--exec `foo`", "threads, processes"],
     );
     refused(
-        &["run", "sor", "--variant", "CSM-MS-Mg"],
+        &[
+            "run",
+            "sor",
+            "--variant",
+            "CSM-ADB",
+            "--network",
+            "gige-tcp",
+        ],
         &[],
-        &["home migration is not implemented yet"],
+        &["CSM-ADB", "Gigabit Ethernet"],
     );
     refused(
         &[

@@ -178,10 +178,10 @@ fn bad_parameters_are_clear_errors() {
             .unwrap_err()
             .to_string()
     };
-    assert!(bad("nbody", "1").contains("between 2 and"));
+    assert!(bad("nbody", "1").contains("from 2 to"));
     assert!(bad("dtime", "0").contains("must be positive"));
     assert!(bad("dtime", "x").contains("`dtime` = `x`"));
-    assert!(bad("theta", "-1").contains("between 0 and 10"));
+    assert!(bad("theta", "-1").contains("from 0 to 10"));
     let e = params(Size::Test, &[("tol", "1")]).unwrap_err().to_string();
     assert!(
         e.contains("valid parameters: nbody, seed, nsteps, theta, eps, dtime, fcells"),

@@ -296,7 +296,7 @@ mod tests {
         let e = LU
             .sequential(&params(&LU, Size::Test, &[("n", "0")]))
             .unwrap_err();
-        assert!(e.to_string().contains("between 1 and 8192"), "{e}");
+        assert!(e.to_string().contains("from 1 to 8192"), "{e}");
         let e = CLU
             .sequential(&params(&CLU, Size::Test, &[("block_size", "200")]))
             .unwrap_err();
