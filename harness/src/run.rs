@@ -539,9 +539,11 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     // network and the other settings, every app's parameters and memory.
     let mut configs = Vec::new();
     let mut problems = Vec::new();
+    let from_env =
+        a.variants.is_none() && matches!(a.cluster.chosen_variant(), Some((_, "DSM_VARIANT")));
     for name in &names {
         let mut cluster = a.cluster.clone();
-        if cluster.variant.is_none() && a.variants.is_none() {
+        if from_env {
             // The one variant DSM_VARIANT names: read it from there, so that an error
             // names the variable.
         } else {

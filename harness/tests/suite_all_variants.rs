@@ -192,3 +192,23 @@ fn adaptive_broadcast_runs_on_32_nodes() {
         ]);
     }
 }
+
+/// `suite` with no variant named runs every variant (the README's main command).
+#[test]
+fn the_default_suite_runs_every_variant() {
+    let args = ["suite", "--size", "test", "--apps", "sor"];
+    let (out, _) = cashmere(&args);
+    let text = show(&args, &out);
+    assert!(out.status.success(), "the suite failed:\n{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ran: std::collections::BTreeSet<&str> = stdout
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.first() == Some(&"sor") && cols.get(5) == Some(&"yes")).then(|| cols[1])
+        })
+        .collect();
+    let all: std::collections::BTreeSet<&str> =
+        protocol_variants::ALL.iter().map(|p| p.name).collect();
+    assert_eq!(ran, all, "{text}");
+}
