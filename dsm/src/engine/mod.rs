@@ -499,6 +499,10 @@ impl Node {
         }
         st.home_writing = true;
         self.dir.set_home_writing(&self.net, self.id, p, true);
+        // The home writes the master copy in place from now on: copies broadcast before
+        // (2.3.6) become invalid now, not only when it stops (an exclusive page may never
+        // be released, and a page whose readers all dropped it goes exclusive).
+        self.broadcast_modified(p);
     }
 
     /// The home stops writing `p` (its release downgrades the page, or a fetch ends its
