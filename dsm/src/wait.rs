@@ -269,7 +269,9 @@ impl<'a> Seam<'a> {
             if ready() {
                 return Ok(());
             }
-            if !reported && parked_since.elapsed() >= STALL_REPORT {
+            // An idle service thread waits for messages as long as the program computes:
+            // that is no stall, so it is never reported.
+            if !reported && what != WaitFor::Messages && parked_since.elapsed() >= STALL_REPORT {
                 reported = true;
                 eprintln!(
                     "cashmere: a thread of node {} has waited {} s for {what}",
