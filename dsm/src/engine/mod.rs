@@ -639,11 +639,7 @@ impl Node {
         // One release at a time per node: a processor whose writes another processor's
         // release is flushing must not complete its own release before that flush and its
         // notices are done.
-        let seam = self.seam();
-        let _one = self
-            .releasing
-            .lock(&seam, WaitFor::Serialize { what: "release" })
-            .unwrap_or_else(|e| Self::net_err(e));
+        let _one = self.serialize(&self.releasing, "release");
         self.broadcast_new_interval();
         let pages = std::mem::take(&mut *self.dirty.lock().expect("poisoned"));
         let mut noticed = Vec::with_capacity(pages.len());
@@ -705,15 +701,21 @@ impl Node {
         }
     }
 
+    /// Takes one of the node-wide serialization locks (`what` names it in wait reports).
+    fn serialize<'a>(
+        &'a self,
+        lock: &'a SeamLock<()>,
+        what: &'static str,
+    ) -> crate::wait::SeamGuard<'a, ()> {
+        lock.lock(&self.seam(), WaitFor::Serialize { what })
+            .unwrap_or_else(|e| Self::net_err(e))
+    }
+
     /// Acquire: invalidate every page named by a write notice received so far.
     pub fn acquire(&self) {
         // One acquire at a time per node: notices are taken node-wide, so a second acquirer
         // must not return before the first has invalidated what it took.
-        let seam = self.seam();
-        let _one = self
-            .acquiring
-            .lock(&seam, WaitFor::Serialize { what: "acquire" })
-            .unwrap_or_else(|e| Self::net_err(e));
+        let _one = self.serialize(&self.acquiring, "acquire");
         let (pages, all) = self.dir.take_notices(&self.net, self.id);
         if all {
             for p in 0..self.npages as u32 {

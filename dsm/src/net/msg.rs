@@ -96,6 +96,20 @@ fn word32(ptr: *mut u8) -> &'static AtomicU32 {
     unsafe { &*(ptr as *const AtomicU32) }
 }
 
+/// Checks that node `to` and its mailbox `slot` exist.
+fn check_mailbox(fabric: &Fabric, to: usize, slot: u16) -> Result<(), MsgError> {
+    if to >= fabric.layout.nodes {
+        return Err(MsgError::NoSuchNode(to));
+    }
+    if slot as usize >= fabric.layout.mailboxes {
+        return Err(MsgError::NoSuchMailbox {
+            slot: slot as usize,
+            slots: fabric.layout.mailboxes,
+        });
+    }
+    Ok(())
+}
+
 impl Messenger {
     pub(super) fn new(fabric: &Fabric, node: usize) -> Messenger {
         let n = fabric.layout.nodes;
@@ -287,15 +301,7 @@ impl Messenger {
         token: u32,
         payload: &[u8],
     ) -> Result<(), MsgError> {
-        if to >= fabric.layout.nodes {
-            return Err(MsgError::NoSuchNode(to));
-        }
-        if slot as usize >= fabric.layout.mailboxes {
-            return Err(MsgError::NoSuchMailbox {
-                slot: slot as usize,
-                slots: fabric.layout.mailboxes,
-            });
-        }
+        check_mailbox(fabric, to, slot)?;
         if payload.len() > MAX_MESSAGE_BYTES {
             return Err(MsgError::TooLarge {
                 len: payload.len(),
@@ -334,15 +340,7 @@ impl Messenger {
         slot: u16,
         token: u32,
     ) -> Result<(), MsgError> {
-        if to >= fabric.layout.nodes {
-            return Err(MsgError::NoSuchNode(to));
-        }
-        if slot as usize >= fabric.layout.mailboxes {
-            return Err(MsgError::NoSuchMailbox {
-                slot: slot as usize,
-                slots: fabric.layout.mailboxes,
-            });
-        }
+        check_mailbox(fabric, to, slot)?;
         let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
         // SAFETY: this node's acknowledgement word lies inside the mailbox (MAILBOX_ACK_OFF
         // plus 4 per node, below MAILBOX_DATA_OFF), 4-aligned.
