@@ -150,13 +150,14 @@ pub fn is_node_process() -> bool {
     std::env::var_os(ENV_NODE).is_some()
 }
 
-/// Runs `node_main` on every node and returns each node's result, in node order. A node
-/// whose heartbeat stands still for [`crate::DEFAULT_STALL_TIMEOUT`] stops the run.
+/// Runs `node_main` on every node and returns each node's result, in node order. No stall
+/// watch: a node function of its own has no service loop to beat the heartbeat (a
+/// [`crate::Cluster`] run has one, and is watched; see [`launch_with_stall_timeout`]).
 pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
-    launch_with_stall_timeout(spec, crate::DEFAULT_STALL_TIMEOUT, node_main)
+    launch_with_stall_timeout(spec, Duration::MAX, node_main)
 }
 
 /// Like [`launch`], with the stall limit `stall_timeout`: a node past start-up whose
