@@ -378,8 +378,15 @@ pub struct Report<R> {
     pub node_counters: Vec<Counters>,
     /// Counters summed over nodes.
     pub counters: Counters,
-    /// Wall-clock time of the parallel part (from the start barrier to the last processor).
+    /// Time of the parallel part (from the start barrier to the last processor), in the
+    /// run's clock ([`Report::clock`]): wall time, or virtual time under the modeled clock.
     pub elapsed_ns: u64,
+    /// `wall` or `modeled`: which clock `elapsed_ns` and the breakdowns come from.
+    pub clock: String,
+    /// The platform profile the modeled clock charged (empty under the wall clock).
+    pub platform: String,
+    /// Modeled clock: virtual ns per ns of this machine's CPU time (1 under the wall clock).
+    pub cpu_scale: f64,
     pub protocol: String,
     pub network: String,
     pub nodes: usize,
@@ -412,6 +419,9 @@ impl<R> Report<R> {
             node_counters: self.node_counters,
             counters: self.counters,
             elapsed_ns: self.elapsed_ns,
+            clock: self.clock,
+            platform: self.platform,
+            cpu_scale: self.cpu_scale,
             protocol: self.protocol,
             network: self.network,
             nodes: self.nodes,
@@ -477,6 +487,15 @@ impl Cluster {
             node_counters: Vec::new(),
             counters: Counters::default(),
             elapsed_ns: 0,
+            clock: cfg.clock.to_string(),
+            platform: match cfg.clock {
+                crate::config::ClockMode::Wall => String::new(),
+                crate::config::ClockMode::Modeled => cfg.platform.name.clone(),
+            },
+            cpu_scale: match cfg.clock {
+                crate::config::ClockMode::Wall => 1.0,
+                crate::config::ClockMode::Modeled => cfg.cpu_scale,
+            },
             protocol: cfg.protocol.name.to_string(),
             network: cfg.profile.name.to_string(),
             nodes: cfg.nodes,

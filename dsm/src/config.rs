@@ -140,6 +140,37 @@ impl std::fmt::Display for FaultBackend {
 pub(crate) const UFFD_NOT_BUILT: &str = "the userfaultfd fault backend is not built in; rebuild with \
     `--features dsm/userfaultfd` (its build needs libclang: apt-get install libclang-dev), or use the mprotect backend";
 
+/// Which clock a run's times come from (`DESIGN.md`, "Time: two clocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ClockMode {
+    /// Real time: every processor runs freely.
+    #[default]
+    Wall,
+    /// Virtual time: one simulated processor runs at a time, and times come from the
+    /// platform profile and the processors' scaled CPU time.
+    Modeled,
+}
+
+impl std::str::FromStr for ClockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wall" => Ok(ClockMode::Wall),
+            "modeled" | "model" => Ok(ClockMode::Modeled),
+            _ => Err(format!("unknown clock `{s}`; valid clocks: wall, modeled")),
+        }
+    }
+}
+
+impl std::fmt::Display for ClockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClockMode::Wall => "wall",
+            ClockMode::Modeled => "modeled",
+        })
+    }
+}
+
 /// Everything needed to start a cluster.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -160,6 +191,13 @@ pub struct Config {
     /// How long a node's heartbeat may stand still before the launcher declares it stopped
     /// (see [`crate::launch`], "Stalled nodes"); default [`DEFAULT_STALL_TIMEOUT`].
     pub stall_timeout: Duration,
+    /// Wall or modeled time.
+    pub clock: ClockMode,
+    /// The platform whose host costs the modeled clock charges (unused by the wall clock).
+    pub platform: crate::platform::Platform,
+    /// Modeled clock: virtual nanoseconds per nanosecond of this machine's thread CPU time
+    /// (the app's CPU scale factor: the platform's sequential time over ours).
+    pub cpu_scale: f64,
 }
 
 /// The default of [`Config::stall_timeout`]: long enough that a slow but live node (its
@@ -255,6 +293,9 @@ impl Config {
             homes_file: None,
             child_args: None,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
+            clock: ClockMode::Wall,
+            platform: crate::platform::by_name("alphaserver-mc2").expect("built in"),
+            cpu_scale: 1.0,
         }
     }
 
@@ -289,6 +330,9 @@ impl Config {
                 .parse::<usize>()
                 .map_err(|_| bad("DSM_HEAP_MB", &v, "expected a whole number of MiB"))
                 .and_then(|mb| mib_to_bytes(mb).map_err(|e| bad("DSM_HEAP_MB", &v, &e)))?;
+        }
+        if let Some(v) = var("DSM_CLOCK") {
+            self.clock = v.parse().map_err(|e: String| bad("DSM_CLOCK", &v, &e))?;
         }
         if let Some(v) = var("DSM_STALL_TIMEOUT") {
             self.stall_timeout = parse_seconds(&v).map_err(|e| bad("DSM_STALL_TIMEOUT", &v, &e))?;

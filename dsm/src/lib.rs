@@ -15,6 +15,7 @@ mod ids;
 pub mod launch;
 pub mod net;
 mod page;
+pub mod platform;
 pub mod stats;
 pub mod sync;
 pub mod sys;
@@ -25,7 +26,7 @@ pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
 };
 pub use config::{
-    kb_to_bytes, mib_to_bytes, parse_seconds, Config, DataStrategy, DsmError, FaultBackend,
+    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Config, DataStrategy, DsmError, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, DEFAULT_STALL_TIMEOUT, MAX_HEAP_BYTES,
 };
 pub use launch::ExecMode;
