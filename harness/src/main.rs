@@ -4,6 +4,7 @@
 mod apps;
 mod bench;
 mod run;
+mod scale;
 
 use clap::{Parser, Subcommand};
 
