@@ -358,6 +358,20 @@ impl Proc {
     pub fn local_id(&self) -> usize {
         self.local
     }
+
+    /// Declares `ns` nanoseconds of computation: under the modeled clock they are added
+    /// to this processor's virtual clock as User time (a program whose computation is
+    /// all declared, run with a CPU scale of 0, has the same times on every run); under
+    /// the wall clock it does nothing.
+    pub fn compute(&self, ns: u64) {
+        crate::sched::charge(ns);
+    }
+
+    /// This processor's time so far in the run's clock, in nanoseconds: virtual time under
+    /// the modeled clock (from 0 at the start of the run), else the wall clock.
+    pub fn now_ns(&self) -> u64 {
+        crate::sched::now().unwrap_or_else(sys::monotonic_ns)
+    }
 }
 
 /// What one processor reports.
@@ -478,8 +492,32 @@ impl Cluster {
             child_args: cfg.child_args.clone(),
             trace_entries: 0,
         };
-        let outcomes = launch_with_stall_timeout(&spec, cfg.stall_timeout, |ctx| {
-            run_node(cfg, ctx, &setup, homes.as_deref())
+        let modeled = cfg.clock == crate::config::ClockMode::Modeled;
+        // Modeled time: one scheduler for the cluster, made by the first node to start
+        // (every node of an in-process cluster shares the fabric it needs).
+        let sched: std::sync::OnceLock<Arc<crate::sched::Sched>> = std::sync::OnceLock::new();
+        // A node waits in the scheduler while others run: its heartbeat stands still for
+        // as long as the rest of the cluster computes, so only a deadlock (which the
+        // scheduler reports) stops a modeled run.
+        let stall = if modeled {
+            std::time::Duration::MAX
+        } else {
+            cfg.stall_timeout
+        };
+        let outcomes = launch_with_stall_timeout(&spec, stall, |ctx| {
+            let s = modeled.then(|| {
+                Arc::clone(sched.get_or_init(|| {
+                    crate::sched::Sched::new(
+                        Arc::clone(&ctx.fabric),
+                        cfg.nodes,
+                        cfg.procs_per_node,
+                        cfg.platform.host.clone(),
+                        cfg.profile.clone(),
+                        cfg.cpu_scale,
+                    )
+                }))
+            });
+            run_node(cfg, ctx, &setup, homes.as_deref(), s)
         })?;
         let mut report = Report {
             results: Vec::new(),
@@ -650,6 +688,7 @@ fn run_node<S, B, R>(
     ctx: NodeCtx,
     setup_fn: &S,
     homes: Option<&[(u32, u8)]>,
+    sched: Option<Arc<crate::sched::Sched>>,
 ) -> crate::launch::NodeResult
 where
     S: Fn(&mut Setup) -> B + Sync,
@@ -812,20 +851,33 @@ where
     let results: Vec<(ProcReport, R)> = std::thread::scope(|s| {
         let service = {
             let node = Arc::clone(&node);
+            let sched = sched.clone();
             std::thread::Builder::new()
                 .name(format!("dsm-service-{}", ctx.node))
-                .spawn_scoped(s, move || node.serve())
+                .spawn_scoped(s, move || {
+                    let _activity = sched
+                        .as_ref()
+                        .map(|s| crate::sched::Activity::start(s, node.id, None));
+                    node.serve()
+                })
                 .expect("cannot start the service thread")
         };
         let handles: Vec<_> = (0..cfg.procs_per_node)
             .map(|local| {
                 let node = Arc::clone(&node);
                 let body = &body;
+                let sched = sched.clone();
                 std::thread::Builder::new()
                     .name(format!("dsm-proc-{}-{local}", ctx.node))
                     .spawn_scoped(s, move || {
                         sys::ensure_alt_stack().expect("cannot set up the signal stack");
                         crate::engine::set_current_slot(Some(local as u16));
+                        // Modeled time: this processor becomes an activity of the
+                        // scheduler; it ends (and passes the baton on) when dropped, also
+                        // when the processor panics.
+                        let activity = sched
+                            .as_ref()
+                            .map(|s| crate::sched::Activity::start(s, node.id, Some(local)));
                         let p = Proc {
                             id: node.id * node.procs + local,
                             local,
@@ -855,6 +907,7 @@ where
                         p.node.sync.final_barrier(&*p.node, nbarriers - 1);
                         p.node.finish();
                         let breakdown = Clock::stop();
+                        drop(activity);
                         crate::engine::set_current_slot(None);
                         sys::drop_alt_stack();
                         (
@@ -891,7 +944,16 @@ where
         }
         out
     });
-    let elapsed_ns = sys::monotonic_ns() - start;
+    let elapsed_ns = match sched {
+        // Modeled time: every processor's clock starts at 0 and its breakdown covers it
+        // to its end.
+        Some(_) => results
+            .iter()
+            .map(|(pr, _)| pr.breakdown.total_ns())
+            .max()
+            .unwrap_or(0),
+        None => sys::monotonic_ns() - start,
+    };
     drop(registration);
     let mut counters = node.counters.snapshot();
     let net = fabric.counters(ctx.node);

@@ -91,7 +91,7 @@
 #[cfg(doc)]
 use crate::net::Rx;
 use crate::net::{Backing, Net, NetError, Region, MC_PAGE_BYTES};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of a slot's header: `seq`, `page + 1` and `tag`, padded to a cache line.
@@ -121,6 +121,8 @@ pub(crate) struct Broadcast {
     own: Box<[Mutex<OwnSlot>]>,
     /// Serializes this node's counter increments, so they are transmitted in order.
     bump: Mutex<()>,
+    /// This node's modification count of every page, as it last wrote it.
+    own_counts: Box<[AtomicU32]>,
     /// The current synchronization interval at this node.
     interval: AtomicU64,
     /// Per page: the requests this node received as its home.
@@ -204,6 +206,7 @@ impl Broadcast {
                 .map(|_| Mutex::new(OwnSlot::default()))
                 .collect(),
             bump: Mutex::new(()),
+            own_counts: (0..npages).map(|_| AtomicU32::new(0)).collect(),
             interval: AtomicU64::new(0),
             requests: Mutex::new(vec![Requests::default(); npages].into_boxed_slice()),
         })
@@ -315,17 +318,28 @@ impl Broadcast {
         self.check_page(p);
         let at = self.counter_at(p, self.node);
         let _order = self.bump.lock().expect("poisoned");
-        // Loopback: this node's own receive memory holds its latest transmitted count.
-        let count = net.rx(self.epochs).load_u32(at);
-        net.tx(self.epochs).write_u32(at, count.wrapping_add(1));
+        // Our own count, as we last wrote it: the broadcast comes back to our replica
+        // only with the network's latency (later under the modeled clock), so the
+        // replica is no base for an increment.
+        let count = self.own_counts[p as usize].load(Ordering::Relaxed).wrapping_add(1);
+        self.own_counts[p as usize].store(count, Ordering::Relaxed);
+        net.tx(self.epochs).write_u32(at, count);
     }
 
     /// The sum of `p`'s counters if two reads of them agree (see "Epochs" in the module doc).
     fn snapshot(&self, net: &Net, p: u32) -> Option<u64> {
         let rx = net.rx(self.epochs);
+        // Our own count from our copy: our latest increments may not have come back to
+        // our replica yet, and a copy that misses our own released writes must not pass.
         let sum = || -> u64 {
             (0..self.nodes)
-                .map(|n| rx.load_u32(self.counter_at(p, n)) as u64)
+                .map(|n| {
+                    if n == self.node {
+                        self.own_counts[p as usize].load(Ordering::Relaxed) as u64
+                    } else {
+                        rx.load_u32(self.counter_at(p, n)) as u64
+                    }
+                })
                 .sum()
         };
         let first = sum();

@@ -391,6 +391,12 @@ impl Config {
         if self.backend == FaultBackend::Userfaultfd && !cfg!(feature = "userfaultfd") {
             return bad(UFFD_NOT_BUILT.into());
         }
+        if self.clock == ClockMode::Modeled && self.mode != ExecMode::Threads {
+            return bad("the modeled clock runs every node as threads of one process (its scheduler lives in this process); use --exec threads (DSM_EXEC=threads), or the wall clock".into());
+        }
+        if self.clock == ClockMode::Modeled && !(self.cpu_scale.is_finite() && self.cpu_scale >= 0.0) {
+            return bad(format!("the CPU scale factor {} is not a finite number >= 0", self.cpu_scale));
+        }
         if let Some(why) = self.protocol.unsupported() {
             return Err(DsmError::Unsupported {
                 protocol: self.protocol.name.into(),

@@ -32,7 +32,7 @@
 
 use crate::net::{Backing, Net, NetError, Region};
 use crate::page::{PageState, NO_HOME};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 const SHARED: u32 = 1;
@@ -57,6 +57,13 @@ pub(crate) struct Replicated {
     nodes: usize,
     /// Keep the home's `WRITING` bit (home migration reads it).
     track_writing: bool,
+    /// This node's own word of every page, as it last wrote it. A broadcast comes back
+    /// to the writer's replica only with the network's latency (at once under the wall
+    /// clock, later under the modeled one), so read-modify-writes of our own word start
+    /// from this copy, never from the replica.
+    own: Box<[AtomicU32]>,
+    /// At a page's manager: the home it assigned (node + 1), for the same reason.
+    assigned: Box<[AtomicU32]>,
     /// Serializes home assignment at this node when it is the manager.
     assign: Mutex<()>,
     /// Per destination: (next write index, overflow count).
@@ -129,6 +136,8 @@ impl Directory {
             consumed,
             nodes,
             track_writing,
+            own: (0..npages).map(|_| AtomicU32::new(0)).collect(),
+            assigned: (0..npages).map(|_| AtomicU32::new(0)).collect(),
             assign: Mutex::new(()),
             send: Mutex::new(vec![(0, 0); nodes]),
             recv: Mutex::new(vec![(0, 0); nodes]),
@@ -160,10 +169,14 @@ impl Directory {
             Directory::Replicated(r) => {
                 let _g = r.assign.lock().expect("poisoned");
                 let at = p as u64 * r.stride;
+                // The replica is fresher once the assignment has come back (a migration
+                // may have moved the home since); before that, our own record answers.
                 let h = net.rx(r.dir).load_u32(at);
+                let h = if h != 0 { h } else { r.assigned[p as usize].load(Ordering::Relaxed) };
                 if h != 0 {
                     return h as usize - 1;
                 }
+                r.assigned[p as usize].store(claimant as u32 + 1, Ordering::Relaxed);
                 net.tx(r.dir).write_u32(at, claimant as u32 + 1);
                 claimant
             }
@@ -201,13 +214,7 @@ impl Directory {
     /// sharers (a fetch joins there), so a non-home join changes nothing.
     pub fn join(&self, net: &Net, me: usize, p: u32, st: &mut PageState) {
         match self {
-            Directory::Replicated(r) => {
-                let at = r.word(p, me);
-                let old = net.rx(r.dir).load_u32(at);
-                if old & SHARED == 0 {
-                    net.tx(r.dir).write_u32(at, old | SHARED);
-                }
-            }
+            Directory::Replicated(r) => r.update_own(net, p, me, |w| w | SHARED),
             Directory::HomeHeld(_) => {
                 if st.at_home(me) {
                     st.sharers |= 1 << me;
@@ -220,7 +227,7 @@ impl Directory {
     /// sends a drop message to the home.)
     pub fn leave(&self, net: &Net, me: usize, p: u32) {
         if let Directory::Replicated(r) = self {
-            net.tx(r.dir).write_u32(r.word(p, me), 0);
+            r.update_own(net, p, me, |_| 0);
         }
     }
 
@@ -231,16 +238,7 @@ impl Directory {
             if !r.track_writing {
                 return;
             }
-            let at = r.word(p, me);
-            let old = net.rx(r.dir).load_u32(at);
-            let new = if writing {
-                old | WRITING
-            } else {
-                old & !WRITING
-            };
-            if new != old {
-                net.tx(r.dir).write_u32(at, new);
-            }
+            r.update_own(net, p, me, |w| if writing { w | WRITING } else { w & !WRITING });
         }
     }
 
@@ -298,6 +296,18 @@ impl Directory {
 impl Replicated {
     fn word(&self, p: u32, node: usize) -> u64 {
         p as u64 * self.stride + 4 * (1 + node as u64)
+    }
+
+    /// Changes our own word of `p` by `f` (from our copy of it, see `own`) and broadcasts
+    /// it if it changed. Only the node itself writes its word.
+    fn update_own(&self, net: &Net, p: u32, me: usize, f: impl FnOnce(u32) -> u32) {
+        let own = &self.own[p as usize];
+        let old = own.load(Ordering::Relaxed);
+        let new = f(old);
+        if new != old {
+            own.store(new, Ordering::Relaxed);
+            net.tx(self.dir).write_u32(self.word(p, me), new);
+        }
     }
 
     fn capacity(&self) -> u64 {

@@ -15,6 +15,7 @@ mod ids;
 pub mod launch;
 pub mod net;
 mod page;
+mod sched;
 pub mod platform;
 pub mod stats;
 pub mod sync;

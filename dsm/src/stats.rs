@@ -147,12 +147,19 @@ struct ClockState {
     b: Breakdown,
 }
 
-/// The per-processor wall clock. Each processor thread starts one with [`Clock::start`].
+/// Now, in the clock of the run: the calling processor's virtual clock under the modeled
+/// clock (`crate::sched`), else the wall clock.
+fn now() -> u64 {
+    crate::sched::now().unwrap_or_else(crate::sys::monotonic_ns)
+}
+
+/// The per-processor clock (wall or modeled). Each processor thread starts one with
+/// [`Clock::start`].
 pub struct Clock;
 
 impl Clock {
     pub fn start() {
-        let now = crate::sys::monotonic_ns();
+        let now = now();
         CLOCK.with(|c| {
             c.set(Some(ClockState {
                 entered_at: 0,
@@ -166,10 +173,12 @@ impl Clock {
 
     /// Stops the clock and returns the breakdown.
     pub fn stop() -> Breakdown {
-        let now = crate::sys::monotonic_ns();
+        let stolen = crate::sched::user_burst();
+        let now = now();
         CLOCK.with(|c| match c.take() {
             Some(mut s) => {
-                s.b.user_ns += now.saturating_sub(s.left_at);
+                s.b.user_ns += now.saturating_sub(s.left_at).saturating_sub(stolen);
+                s.b.message_ns += stolen;
                 s.b
             }
             None => Breakdown::default(),
@@ -177,12 +186,20 @@ impl Clock {
     }
 
     /// Enters the runtime; the returned guard leaves it.
+    ///
+    /// Under the modeled clock, the first entry adds the processor's computation since it
+    /// last left the runtime to its clock, and lets any processor whose clock is now
+    /// smaller run first (`crate::sched`). Handler time the node's service took from this
+    /// processor meanwhile counts as Message time.
     pub fn enter() -> Entry {
-        let now = crate::sys::monotonic_ns();
+        let outer = CLOCK.with(|c| c.get().is_some_and(|s| s.depth == 0));
+        let stolen = if outer { crate::sched::user_burst() } else { 0 };
+        let now = now();
         CLOCK.with(|c| {
             if let Some(mut s) = c.get() {
                 if s.depth == 0 {
-                    s.b.user_ns += now.saturating_sub(s.left_at);
+                    s.b.user_ns += now.saturating_sub(s.left_at).saturating_sub(stolen);
+                    s.b.message_ns += stolen;
                     s.entered_at = now;
                     s.excluded = 0;
                 }
@@ -190,11 +207,14 @@ impl Clock {
                 c.set(Some(s));
             }
         });
+        if outer {
+            crate::sched::yield_now();
+        }
         Entry { _private: () }
     }
 
     fn charge(f: impl FnOnce(&mut Breakdown, u64), start: u64) {
-        let now = crate::sys::monotonic_ns();
+        let now = now();
         let d = now.saturating_sub(start);
         CLOCK.with(|c| {
             if let Some(mut s) = c.get() {
@@ -207,7 +227,7 @@ impl Clock {
 
     /// Runs `f`, charging its time to Message (blocked on the network).
     pub fn message<T>(f: impl FnOnce() -> T) -> T {
-        let start = crate::sys::monotonic_ns();
+        let start = now();
         let r = f();
         Self::charge(|b, d| b.message_ns += d, start);
         r
@@ -215,7 +235,7 @@ impl Clock {
 
     /// Runs `f`, charging its time to Wait (blocked on another processor).
     pub fn wait<T>(f: impl FnOnce() -> T) -> T {
-        let start = crate::sys::monotonic_ns();
+        let start = now();
         let r = f();
         Self::charge(|b, d| b.wait_ns += d, start);
         r
@@ -230,7 +250,7 @@ pub struct Entry {
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        let now = crate::sys::monotonic_ns();
+        let now = now();
         CLOCK.with(|c| {
             if let Some(mut s) = c.get() {
                 s.depth -= 1;
@@ -238,6 +258,7 @@ impl Drop for Entry {
                     let inside = now.saturating_sub(s.entered_at);
                     s.b.protocol_ns += inside.saturating_sub(s.excluded);
                     s.left_at = now;
+                    crate::sched::left_runtime();
                 }
                 c.set(Some(s));
             }

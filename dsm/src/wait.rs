@@ -207,6 +207,14 @@ impl<'a> Seam<'a> {
     /// Lets about `checks` spin hints pass (a back-off between attempts), serving messages
     /// meanwhile. It never yields or parks: a back-off is short by design.
     pub(crate) fn back_off(&self, checks: u32) {
+        if crate::sched::active() {
+            // Modeled time: a spin hint of the delay loop costs about a nanosecond; then
+            // let the activities with smaller clocks run.
+            crate::sched::charge(checks as u64);
+            crate::sched::yield_now();
+            self.serve_now();
+            return;
+        }
         for check in 1..=checks {
             if check % SERVE_EVERY == 0 {
                 self.serve_now();
@@ -238,6 +246,23 @@ impl<'a> Seam<'a> {
         flag: Option<&AtomicU32>,
         mut ready: impl FnMut() -> bool,
     ) -> Result<(), MsgError> {
+        if crate::sched::active() {
+            // Modeled time: the scheduler owns the wait (crate::sched).
+            if ready() {
+                return Ok(());
+            }
+            loop {
+                match crate::sched::block(what, self.serve.is_some()) {
+                    Ok(crate::sched::Resumed::Woken) => {}
+                    Ok(crate::sched::Resumed::Finished) => break,
+                    Err(crate::sched::Aborted) => return Err(MsgError::Aborted),
+                }
+                self.serve_now();
+                if ready() {
+                    return Ok(());
+                }
+            }
+        }
         let (spins, yields) = match what {
             WaitFor::Messages => (IDLE_SPIN_CHECKS, 0),
             _ => (SPIN_CHECKS, YIELD_CHECKS),
@@ -307,6 +332,9 @@ impl<'a> Seam<'a> {
 /// Wakes `node`'s parked threads after an event they may wait for. Call it after making
 /// the event visible; it costs a fence and a load when nobody is parked.
 pub(crate) fn wake(fabric: &Fabric, node: usize) {
+    if crate::sched::wake_now(node) {
+        return;
+    }
     let bell = fabric.bell(node);
     fence(Ordering::SeqCst);
     if bell.parked.load(Ordering::SeqCst) != 0 {
@@ -317,6 +345,9 @@ pub(crate) fn wake(fabric: &Fabric, node: usize) {
 /// Wakes `node`'s parked threads if the waiter that counts itself in `flag` is parked
 /// (see [`Seam::until_flagged`]).
 pub(crate) fn wake_flagged(fabric: &Fabric, node: usize, flag: &AtomicU32) {
+    if crate::sched::wake_now(node) {
+        return;
+    }
     fence(Ordering::SeqCst);
     if flag.load(Ordering::SeqCst) != 0 {
         fabric.bell(node).ring();

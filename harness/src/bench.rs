@@ -13,9 +13,21 @@ use std::time::{Duration, Instant};
 pub struct BenchArgs {
     /// What to measure: net or proto.
     pub what: String,
-    /// Execution modes to measure (comma-separated).
-    #[arg(long, default_value = "threads,processes")]
-    pub exec: String,
+    /// Execution modes to measure (comma-separated) [default: threads,processes; with
+    /// `--clock modeled`, threads].
+    #[arg(long)]
+    pub exec: Option<String>,
+    /// `wall`, or `modeled` for `proto`: the basic operations in virtual time on the
+    /// platform's costs, to compare with the paper's Table 2 (computation between
+    /// operations is not counted: the CPU scale is 0).
+    #[arg(long, default_value = "wall")]
+    pub clock: String,
+    /// The platform for `--clock modeled` (a built-in name or a platform file).
+    #[arg(long, default_value = "alphaserver-mc2")]
+    pub platform: String,
+    /// Network profile for `proto` (`cashmere profiles` lists them).
+    #[arg(long, default_value = "mc2")]
+    pub network: String,
     /// Variants for `proto` (comma-separated).
     #[arg(long, default_value = "CSM-DMS,CSM-None")]
     pub variants: String,
@@ -48,13 +60,44 @@ fn modes(list: &str) -> anyhow::Result<Vec<ExecMode>> {
         .collect()
 }
 
+/// The clock, platform and network a `proto` run measures with.
+#[derive(Clone)]
+struct Timing {
+    clock: dsm::ClockMode,
+    platform: dsm::platform::Platform,
+    network: dsm::net::Profile,
+}
+
 pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
+    let clock: dsm::ClockMode = a
+        .clock
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--clock `{}` is not valid: {e}", a.clock))?;
+    let timing = Timing {
+        clock,
+        platform: dsm::platform::by_name(&a.platform)
+            .map_err(|e| anyhow::anyhow!("--platform `{}` is not valid: {e}", a.platform))?,
+        network: dsm::net::profile::by_name(&a.network)
+            .map_err(|e| anyhow::anyhow!("--network `{}` is not valid: {e}", a.network))?,
+    };
+    let exec = a.exec.clone().unwrap_or_else(|| match clock {
+        dsm::ClockMode::Wall => "threads,processes".into(),
+        dsm::ClockMode::Modeled => "threads".into(),
+    });
+    if clock == dsm::ClockMode::Modeled {
+        if a.what != "proto" {
+            bail!("--clock modeled measures `proto` only (the simulated network's own costs are the profile's)");
+        }
+        if modes(&exec)?.contains(&ExecMode::Processes) {
+            bail!("--clock modeled runs every node as threads of one process; use --exec threads");
+        }
+    }
     if a.iters == 0 {
         bail!("--iters 0: each figure is the median of --iters repetitions; give at least 1 (the default is 2000)");
     }
     match a.what.as_str() {
         "net" => {
-            for mode in modes(&a.exec)? {
+            for mode in modes(&exec)? {
                 bench_net(mode, a.iters)?;
             }
             Ok(())
@@ -81,11 +124,15 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                     )),
                 })
                 .collect::<Result<_, _>>()?;
-            for mode in modes(&a.exec)? {
+            for mode in modes(&exec)? {
                 for &v in &variants {
                     for &b in &backends {
-                        bench_proto(v, b, mode, a.iters)?;
+                        bench_proto(v, b, mode, a.iters, &timing)?;
                     }
+                }
+                if clock == dsm::ClockMode::Modeled {
+                    print_table2(&variants);
+                    continue;
                 }
                 for &b in &backends {
                     if !a.no_migration {
@@ -283,6 +330,41 @@ fn proto_config(v: Protocol, backend: FaultBackend, mode: ExecMode, nodes: usize
     c
 }
 
+/// [`proto_config`] in the clock, platform and network of `timing`.
+fn timed_config(
+    v: Protocol,
+    backend: FaultBackend,
+    mode: ExecMode,
+    nodes: usize,
+    procs: usize,
+    timing: &Timing,
+) -> Config {
+    let mut c = proto_config(v, backend, mode, nodes);
+    c.procs_per_node = procs;
+    c.clock = timing.clock;
+    c.platform = timing.platform.clone();
+    c.profile = timing.network.clone();
+    c.cpu_scale = 0.0;
+    c
+}
+
+/// The paper's Table 2 (Stets et al., HPCA 2000, section 3.1 and Table 2), to compare
+/// with `--clock modeled`: the figure for the variants that use the Memory Channel's
+/// features (CSM-DMS) and for those that use explicit messages (CSM-None).
+fn print_table2(variants: &[Protocol]) {
+    println!();
+    println!("Stets et al., Table 2 and section 3.1 (32 processors, AlphaServer 4100 on Memory Channel 2):");
+    println!("  null message round trip 15 us; page fetch 220 us; twin 68 us");
+    println!("  diff: 31-129 us (MC features), 70-245 us (explicit messages)");
+    println!("  lock acquire: 10 us (MC features), 33 us (explicit messages)");
+    println!("  barrier: 29 us (MC features), 53 us (explicit messages)");
+    println!(
+        "  (measured above for {}; `cashmere bench proto` rows: release with a 1% / 100% diff \
+         = the diff range; uncontended remote lock acquire = lock acquire; barrier, 8 nodes x 4 = barrier)",
+        variants.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
+    );
+}
+
 /// Times per operation (us), measured on processor 1 (node 1) unless said otherwise.
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 struct ProtoTimes {
@@ -303,10 +385,11 @@ fn bench_proto(
     backend: FaultBackend,
     mode: ExecMode,
     iters: usize,
+    timing: &Timing,
 ) -> anyhow::Result<()> {
     let pages = 256usize.min(iters.max(64));
     let words = 8192 / 8;
-    let r = Cluster::new(proto_config(v, backend, mode, 2)).run(|s| {
+    let r = Cluster::new(timed_config(v, backend, mode, 2, 1, timing)).run(|s| {
         let a = s.alloc_named::<u64>(pages * words, "bench pages");
         let lock_far = s.lock(); // lock 0: managed by node 0 under message locks
         let lock_shared = s.lock();
@@ -324,16 +407,16 @@ fn bench_proto(
             if node1 {
                 let mut s = Vec::new();
                 for pg in 0..pages {
-                    let t0 = Instant::now();
+                    let t0 = p.now_ns();
                     std::hint::black_box(a.get(pg * words));
-                    s.push(t0.elapsed().as_nanos() as u64);
+                    s.push(p.now_ns() - t0);
                 }
                 t.page_fetch = median_us(s);
                 let mut s = Vec::new();
                 for pg in 0..pages {
-                    let t0 = Instant::now();
+                    let t0 = p.now_ns();
                     a.set(pg * words + 1, 2);
-                    s.push(t0.elapsed().as_nanos() as u64);
+                    s.push(p.now_ns() - t0);
                 }
                 t.write_fault_twin = median_us(s);
                 // Release of all those dirty pages.
@@ -352,9 +435,9 @@ fn bench_proto(
                             a.set(pg * words + w, (r * 7 + w) as u64);
                         }
                     }
-                    let t0 = Instant::now();
+                    let t0 = p.now_ns();
                     lock_far.release(p);
-                    s.push(t0.elapsed().as_nanos() as u64);
+                    s.push(p.now_ns() - t0);
                 }
                 median_us(s)
             };
@@ -366,9 +449,9 @@ fn bench_proto(
                 t.release_64 = release(64.min(pages), 0.01, 20);
                 let mut s = Vec::new();
                 for _ in 0..iters.min(2000) {
-                    let t0 = Instant::now();
+                    let t0 = p.now_ns();
                     lock_far.acquire(p);
-                    s.push(t0.elapsed().as_nanos() as u64);
+                    s.push(p.now_ns() - t0);
                     lock_far.release(p);
                 }
                 t.lock_uncontended = median_us(s);
@@ -376,18 +459,18 @@ fn bench_proto(
             bar.wait(p);
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
-                let t0 = Instant::now();
+                let t0 = p.now_ns();
                 lock_shared.acquire(p);
-                s.push(t0.elapsed().as_nanos() as u64);
+                s.push(p.now_ns() - t0);
                 lock_shared.release(p);
             }
             t.lock_contended = median_us(s);
             bar.wait(p);
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
-                let t0 = Instant::now();
+                let t0 = p.now_ns();
                 bar.wait(p);
-                s.push(t0.elapsed().as_nanos() as u64);
+                s.push(p.now_ns() - t0);
             }
             t.barrier = median_us(s);
             node1.then_some(t)
@@ -396,7 +479,7 @@ fn bench_proto(
     // In a node process serving the 4-node barrier run, this run is skipped; go on to it.
     let report = match r {
         Err(e) if e.is_other_run() => {
-            barrier_time(v, backend, mode, 4, iters)?;
+            barrier_time(v, backend, mode, 4, 1, iters, timing)?;
             return Ok(());
         }
         r => r?,
@@ -407,8 +490,18 @@ fn bench_proto(
         .flatten()
         .next()
         .expect("node 1 reports");
-    let b4 = barrier_time(v, backend, mode, 4, iters)?;
-    let tag = format!("{} ({mode}, {backend})", v.name);
+    let b4 = barrier_time(v, backend, mode, 4, 1, iters, timing)?;
+    let b32 = match timing.clock {
+        dsm::ClockMode::Modeled => barrier_time(v, backend, mode, 8, 4, iters, timing)?,
+        dsm::ClockMode::Wall => None,
+    };
+    let tag = match timing.clock {
+        dsm::ClockMode::Wall => format!("{} ({mode}, {backend})", v.name),
+        dsm::ClockMode::Modeled => format!(
+            "{} (modeled: {}, {})",
+            v.name, timing.platform.name, timing.network.name
+        ),
+    };
     println!(
         "proto {tag}: page fetch (read fault, remote home)  {:8.2} us",
         t.page_fetch
@@ -448,6 +541,9 @@ fn bench_proto(
     if let Some(b4) = b4 {
         println!("proto {tag}: barrier, 4 nodes                      {b4:8.2} us");
     }
+    if let Some(b) = b32 {
+        println!("proto {tag}: barrier, 8 nodes x 4                  {b:8.2} us");
+    }
     Ok(())
 }
 
@@ -456,16 +552,18 @@ fn barrier_time(
     backend: FaultBackend,
     mode: ExecMode,
     nodes: usize,
+    procs: usize,
     iters: usize,
+    timing: &Timing,
 ) -> anyhow::Result<Option<f64>> {
-    let r = Cluster::new(proto_config(v, backend, mode, nodes)).run(|s| {
+    let r = Cluster::new(timed_config(v, backend, mode, nodes, procs, timing)).run(|s| {
         let bar = s.barrier();
         move |p| {
             let mut s = Vec::new();
             for _ in 0..iters.min(2000) {
-                let t0 = Instant::now();
+                let t0 = p.now_ns();
                 bar.wait(p);
-                s.push(t0.elapsed().as_nanos() as u64);
+                s.push(p.now_ns() - t0);
             }
             median_us(s)
         }

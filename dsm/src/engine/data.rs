@@ -39,9 +39,13 @@ impl Node {
     /// as the home (or the replicated directory) knows them. The caller holds the page
     /// lock and has write-protected the page.
     pub(super) fn send_diff(&self, p: u32, st: &mut PageGuard<'_>, twin: &[u8]) -> u64 {
-        let page = self.copy_page(p);
+        let page = self.snapshot_page(p);
         let mut d = Vec::with_capacity(64);
         let changed = diff::encode(twin, &page, &mut d);
+        let nruns = diff::runs(&d).count();
+        crate::sched::charge_cost(|h, _| {
+            h.diff_scan_ns_per_byte * self.page_bytes as f64 + (h.diff_run_ns * nruns as u64) as f64
+        });
         NodeCounters::bump(&self.counters.diffs);
         self.counters
             .diff_bytes

@@ -260,7 +260,16 @@ impl Node {
     /// A copy of this node's page `p`, taken through the alias by a raw copy: other
     /// processors of the node (or remote writers, at the home) may be writing other bytes
     /// of it, which a data-race-free program never reads from this copy.
+    ///
+    /// Modeled time: a copy of a page (a twin, a master copy sent to a requester).
     fn copy_page(&self, p: u32) -> Vec<u8> {
+        crate::sched::charge_cost(|h, _| h.copy_ns_per_byte * self.page_bytes as f64);
+        self.snapshot_page(p)
+    }
+
+    /// [`Node::copy_page`] without its modeled cost: the diff scan reads the page in
+    /// place on the modeled platform (its cost is the scan's); the copy is ours.
+    fn snapshot_page(&self, p: u32) -> Vec<u8> {
         let mut out = vec![0u8; self.page_bytes];
         // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
         // the heap (alias_ptr asserts it), and out is a distinct buffer of page_bytes.
@@ -270,6 +279,7 @@ impl Node {
 
     /// Overwrites this node's page `p` with `bytes` (a fetched master copy).
     fn install_page(&self, p: u32, bytes: &[u8]) {
+        crate::sched::charge_cost(|h, _| h.copy_ns_per_byte * bytes.len() as f64);
         assert_eq!(bytes.len(), self.page_bytes, "page reply of the wrong size");
         // SAFETY: as in copy_page; the caller holds the page lock, and the application
         // cannot write the page (it is invalid or read-only here while a copy arrives).
@@ -280,6 +290,7 @@ impl Node {
     fn apply_runs<'a>(&self, p: u32, runs: impl Iterator<Item = (usize, &'a [u8])>) {
         let base = self.alias_ptr(p);
         for (off, bytes) in runs {
+            crate::sched::charge_cost(|h, _| h.diff_apply_ns_per_byte * bytes.len() as f64);
             assert!(
                 off + bytes.len() <= self.page_bytes,
                 "diff run outside page {p}"
@@ -398,6 +409,7 @@ impl Node {
             return Err(self.outside_message(offset));
         }
         let _entry = Clock::enter();
+        crate::sched::charge_cost(|h, _| h.fault_ns as f64);
         let p = (offset / self.page_bytes) as u32;
         if write {
             NodeCounters::bump(&self.counters.write_faults);
@@ -822,7 +834,13 @@ impl Node {
         let seam = self.net.seam();
         while !self.stopping.load(Ordering::Acquire) {
             let unlocks = self.service.unlocks();
+            let began = crate::sched::now();
             if self.serve_once() > 0 {
+                // Modeled time: what the service handled was taken from a processor of
+                // this node that was computing (Cashmere polls; there is no service thread).
+                if let (Some(b), Some(e)) = (began, crate::sched::now()) {
+                    crate::sched::steal(self.id, e.saturating_sub(b));
+                }
                 continue;
             }
             let more = seam.until(WaitFor::Messages, || {

@@ -818,6 +818,40 @@ impl Net {
         if count == 0 {
             return;
         }
+        let bytes: u64 = pieces.iter().map(|(_, b)| b.len() as u64).sum();
+        let packets: u64 = pieces
+            .iter()
+            .map(|(_, b)| self.fabric.packets_for(b.len() as u64))
+            .sum();
+        // Modeled time: every receiver's copy is made when it arrives (crate::sched).
+        let deferred = crate::sched::transmit(
+            self.node,
+            receivers,
+            bytes,
+            crate::sched::Wake::All,
+            |r| {
+                let writes: Vec<(usize, Vec<u8>)> = pieces
+                    .iter()
+                    .map(|&(at, b)| (region.backing_ptr(&self.fabric, r, at) as usize, b.to_vec()))
+                    .collect();
+                Box::new(move || {
+                    for (dst, b) in writes {
+                        // SAFETY: dst points into receiver r's backing for this range, in
+                        // the wire mapping, which outlives every delivery of the
+                        // simulation; the source is an owned buffer.
+                        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst as *mut u8, b.len()) };
+                    }
+                })
+            },
+        );
+        if deferred {
+            if count > 1 {
+                self.fabric.count(self.node, 2, 1);
+            }
+            self.fabric.count(self.node, 0, packets);
+            self.fabric.count(self.node, 1, bytes * count);
+            return;
+        }
         let deliver = |r: usize| {
             for &(at, bytes) in pieces {
                 let dst = region.backing_ptr(&self.fabric, r, at);
@@ -848,11 +882,6 @@ impl Net {
             let _link = self.fabric.lock(self.fabric.link_lock(r));
             deliver(r);
         }
-        let bytes: u64 = pieces.iter().map(|(_, b)| b.len() as u64).sum();
-        let packets: u64 = pieces
-            .iter()
-            .map(|(_, b)| self.fabric.packets_for(b.len() as u64))
-            .sum();
         self.fabric.count(self.node, 0, packets);
         self.fabric.count(self.node, 1, bytes * count);
     }
@@ -1007,7 +1036,13 @@ impl Net {
 
     /// Rings the doorbells of the nodes in `mask` whose threads are parked: the adapter's
     /// receive interrupt, raised after a remote write that someone may be waiting for.
+    ///
+    /// Under the modeled clock it does nothing: every delivery of a remote write wakes its
+    /// receiver when it arrives (`crate::sched`).
     pub fn ring_bells(&self, mask: u64) {
+        if crate::sched::active() {
+            return;
+        }
         for n in bits(mask) {
             wait::wake(&self.fabric, n);
         }

@@ -163,6 +163,8 @@ impl Messenger {
             });
         }
         let record = RECORD_HEADER + (payload.len() as u64).div_ceil(8) * 8;
+        // Modeled time: the sender's software overhead comes before the wire.
+        crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
         let ring = fabric.ring_off(to, self.node);
         let head_line = fabric.pool_ptr(self.node, fabric.head_off(self.node, to));
         let head_word = word64(head_line);
@@ -196,6 +198,32 @@ impl Messenger {
             })?;
         };
         let base = fabric.pool_ptr(to, ring + RING_DATA_OFF);
+        if crate::sched::active() {
+            // Modeled time: the record and its tail are written when they arrive.
+            let wrap_at = (waste > 0).then_some(at as usize);
+            p.tail += waste;
+            let at = (p.tail % RING_CAPACITY) as usize;
+            p.tail += record;
+            let (tail, base, tail_word) = (p.tail, base as usize, fabric.pool_ptr(to, ring) as usize);
+            drop(p);
+            crate::sched::transmit(self.node, 1 << to, record, crate::sched::Wake::Server, |_| {
+                let payload = payload.to_vec();
+                Box::new(move || {
+                    let base = base as *mut u8;
+                    if let Some(w) = wrap_at {
+                        // SAFETY: as for the wrap marker below.
+                        word32(unsafe { base.add(w) }).store(WRAP, Ordering::Relaxed);
+                    }
+                    // SAFETY: as for the record below: the space was reserved by flow
+                    // control when the message was sent, and the ring lives in the wire
+                    // mapping, which outlives every delivery of the simulation.
+                    unsafe { write_record(base.add(at), kind, slot, token, &payload) };
+                    word64(tail_word as *mut u8).store(tail, Ordering::SeqCst);
+                })
+            });
+            self.count_sent(fabric, record);
+            return Ok(true);
+        }
         if waste > 0 {
             // SAFETY: at < RING_CAPACITY and at is 8-aligned, so a 4-byte marker fits.
             word32(unsafe { base.add(at as usize) }).store(WRAP, Ordering::Relaxed);
@@ -205,27 +233,20 @@ impl Messenger {
         // SAFETY: the record fits between at and the end of the ring (waste handled above),
         // the space is free (flow control above), and base points at the ring in the
         // receiver's memory inside the wire mapping.
-        unsafe {
-            let rec = base.add(at);
-            word32(rec).store(payload.len() as u32, Ordering::Relaxed);
-            rec.add(4).cast::<u16>().write_unaligned(kind);
-            rec.add(6).cast::<u16>().write_unaligned(slot);
-            rec.add(8).cast::<u32>().write_unaligned(token);
-            std::ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                rec.add(RECORD_HEADER as usize),
-                payload.len(),
-            );
-        }
+        unsafe { write_record(base.add(at), kind, slot, token, payload) };
         p.tail += record;
         word64(fabric.pool_ptr(to, ring)).store(p.tail, Ordering::SeqCst);
         drop(p);
-        fabric.count(self.node, 3, 1);
-        fabric.count(self.node, 4, record);
-        fabric.count(self.node, 0, fabric.packets_for(record));
-        fabric.count(self.node, 1, record);
+        self.count_sent(fabric, record);
         wait::wake(fabric, to);
         Ok(true)
+    }
+
+    fn count_sent(&self, fabric: &Fabric, bytes: u64) {
+        fabric.count(self.node, 3, 1);
+        fabric.count(self.node, 4, bytes);
+        fabric.count(self.node, 0, fabric.packets_for(bytes));
+        fabric.count(self.node, 1, bytes);
     }
 
     pub(super) fn poll(&self, fabric: &Fabric, mut f: impl FnMut(Inbound<'_>)) -> usize {
@@ -265,6 +286,8 @@ impl Messenger {
                         ),
                     }
                 };
+                // Modeled time: receiving and dispatching the message.
+                crate::sched::charge_cost(|host, net| (net.recv_overhead_ns + host.handler_ns) as f64);
                 f(msg);
                 handled += 1;
                 head += RECORD_HEADER + (len as u64).div_ceil(8) * 8;
@@ -309,24 +332,26 @@ impl Messenger {
             });
         }
         let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
-        // SAFETY: the mailbox lies in the receiver's memory; its requester is waiting and
-        // does not read the payload before it sees the token stored below.
-        unsafe {
-            word32(mb.add(8)).store(payload.len() as u32, Ordering::Relaxed);
-            std::ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                mb.add(MAILBOX_DATA_OFF as usize),
-                payload.len(),
-            );
-        }
-        word32(mb).store(token, Ordering::SeqCst);
-        // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
-        wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
         let bytes = MAILBOX_DATA_OFF + payload.len() as u64;
-        fabric.count(self.node, 3, 1);
-        fabric.count(self.node, 4, bytes);
-        fabric.count(self.node, 0, fabric.packets_for(bytes));
-        fabric.count(self.node, 1, bytes);
+        crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
+        let addr = mb as usize;
+        let deferred =
+            crate::sched::transmit(self.node, 1 << to, bytes, crate::sched::Wake::Mailbox, |_| {
+                let owned = payload.to_vec();
+                Box::new(move || {
+                    // SAFETY: as below; the mailbox lies in the wire mapping, which
+                    // outlives every delivery of the simulation.
+                    unsafe { write_reply(addr as *mut u8, token, &owned) }
+                })
+            });
+        if !deferred {
+            // SAFETY: the mailbox lies in the receiver's memory; its requester is waiting
+            // and does not read the payload before it sees the token stored last.
+            unsafe { write_reply(mb, token, payload) };
+            // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
+            wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
+        }
+        self.count_sent(fabric, bytes);
         Ok(())
     }
 
@@ -344,14 +369,19 @@ impl Messenger {
         let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
         // SAFETY: this node's acknowledgement word lies inside the mailbox (MAILBOX_ACK_OFF
         // plus 4 per node, below MAILBOX_DATA_OFF), 4-aligned.
-        word32(unsafe { mb.add((MAILBOX_ACK_OFF + 4 * self.node as u64) as usize) })
-            .store(token, Ordering::SeqCst);
-        // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
-        wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
-        fabric.count(self.node, 3, 1);
-        fabric.count(self.node, 4, 8);
-        fabric.count(self.node, 0, fabric.packets_for(8));
-        fabric.count(self.node, 1, 8);
+        let word = unsafe { mb.add((MAILBOX_ACK_OFF + 4 * self.node as u64) as usize) };
+        crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
+        let addr = word as usize;
+        let deferred =
+            crate::sched::transmit(self.node, 1 << to, 8, crate::sched::Wake::Mailbox, |_| {
+                Box::new(move || word32(addr as *mut u8).store(token, Ordering::SeqCst))
+            });
+        if !deferred {
+            word32(word).store(token, Ordering::SeqCst);
+            // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
+            wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
+        }
+        self.count_sent(fabric, 8);
         Ok(())
     }
 
@@ -381,7 +411,9 @@ impl Messenger {
         };
         seam.until_flagged(what, parked, || {
             (0..64).filter(|n| from & (1u64 << n) != 0).all(acked)
-        })
+        })?;
+        crate::sched::charge_cost(|_, net| net.recv_overhead_ns as f64);
+        Ok(())
     }
 
     /// Waits through `seam` for the reply `token` in mailbox `slot` (of a request `what`
@@ -406,6 +438,7 @@ impl Messenger {
         // SAFETY: the parked word at offset 4 of our own mailbox.
         let parked = word32(unsafe { mb.add(4) });
         seam.until_flagged(what, parked, || tok.load(Ordering::SeqCst) == token)?;
+        crate::sched::charge_cost(|_, net| net.recv_overhead_ns as f64);
         let len = word32(mb.wrapping_add(8)).load(Ordering::Relaxed) as usize;
         out.clear();
         // SAFETY: the replier wrote len payload bytes before storing the token we saw.
@@ -414,4 +447,38 @@ impl Messenger {
         });
         Ok(())
     }
+}
+
+/// Writes a ring record (header and payload) at `rec`.
+///
+/// # Safety
+///
+/// `rec` must point at `RECORD_HEADER + payload.len()` writable bytes of a ring, 8-aligned,
+/// that no consumer reads until the tail is moved past them.
+unsafe fn write_record(rec: *mut u8, kind: u16, slot: u16, token: u32, payload: &[u8]) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        word32(rec).store(payload.len() as u32, Ordering::Relaxed);
+        rec.add(4).cast::<u16>().write_unaligned(kind);
+        rec.add(6).cast::<u16>().write_unaligned(slot);
+        rec.add(8).cast::<u32>().write_unaligned(token);
+        std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER as usize), payload.len());
+    }
+}
+
+/// Writes a reply into the mailbox at `mb`: length, payload, then the token (SeqCst), which
+/// completes it.
+///
+/// # Safety
+///
+/// `mb` must point at a mailbox in the wire mapping whose requester waits for `token` and
+/// reads nothing before it sees it; the payload fits (checked by the caller).
+unsafe fn write_reply(mb: *mut u8, token: u32, payload: &[u8]) {
+    // SAFETY: the caller's contract; the length word at offset 8 and the data area lie
+    // inside the mailbox.
+    unsafe {
+        word32(mb.add(8)).store(payload.len() as u32, Ordering::Relaxed);
+        std::ptr::copy_nonoverlapping(payload.as_ptr(), mb.add(MAILBOX_DATA_OFF as usize), payload.len());
+    }
+    word32(mb).store(token, Ordering::SeqCst);
 }

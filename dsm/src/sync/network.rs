@@ -91,9 +91,19 @@ impl Network {
             (0..nodes).all(|n| n == me_node || net.rx(region).load_u32(base + 4 * n as u64) == 0)
         };
         let mut backoff = 1u32 + me_node as u32;
+        let own = || net.rx(region).load_u32(me) == 1;
         loop {
             net.tx(region).write_u32(me, 1);
-            // Loopback: our bid has landed everywhere once the write returns.
+            // Loopback: once our own bid has come back to us, it has landed everywhere
+            // (total order), and so has every bid written before it.
+            wait_until(
+                host,
+                WaitFor::SyncWord {
+                    what: "the loopback of our bid for network lock",
+                    id: lock,
+                },
+                own,
+            );
             if others_clear() {
                 return;
             }

@@ -1,0 +1,648 @@
+//! The modeled-time scheduler: a direct-execution simulation of the cluster (`DESIGN.md`,
+//! "Time: two clocks"; the model is written down in `ARCHITECTURE.md`, "Modeled time").
+//!
+//! Under [`ClockMode::Modeled`](crate::ClockMode) every simulated processor, and every
+//! node's message service, is an *activity* with an integer virtual clock in nanoseconds.
+//! Exactly one activity runs at a time: the runnable one with the smallest `(clock, id)`.
+//! It runs until its next runtime entry ([`yield_now`], called by `stats::Clock::enter`)
+//! or its next wait (every wait goes through the [`Seam`](crate::wait::Seam), which calls
+//! [`block`]); then the baton passes to the next. Processors have the smallest ids, so at
+//! equal clocks a processor runs before a service.
+//!
+//! # Where virtual time comes from
+//!
+//! - **Computation** between runtime entries: the thread's CPU time times the app's CPU
+//!   scale factor ([`user_burst`]), plus what a program declares (`Proc::compute`).
+//! - **Host operations** inside the runtime: the platform's costs ([`charge`], called at
+//!   the fault, protection change, twin, diff, copy and handler points of the engine).
+//! - **The network**: every remote write, message, reply and acknowledgement made by an
+//!   activity is *deferred*: its bytes are kept, its arrival time is computed, and the
+//!   write is performed only when the simulation reaches that time, in `(time, seq)`
+//!   order. So a waiter sees exactly what has arrived by its clock. A transfer of `b`
+//!   bytes from `s` starts when `s`'s link is free (and, for a broadcast, the hub), keeps
+//!   the sender busy for the wire time `b / bandwidth` (programmed I/O), and arrives after
+//!   the latency once the receiver's link is free: links and the hub queue in virtual
+//!   time, and arrivals at one receiver keep the order of sending, which gives the
+//!   Memory Channel's ordering rules.
+//! - **Synchronization** merges clocks: a waiter woken by an event at time `t` resumes at
+//!   `max(its clock, t)`; a lock or barrier is therefore granted no earlier than the
+//!   release or the last arrival plus the network's transfer.
+//! - **Message handling** runs where Cashmere's polling puts it: a ring delivery wakes
+//!   one *server* of the receiving node: a processor of that node that is waiting (since
+//!   no later than the arrival), which handles it in its Message or Wait time, else the
+//!   node's service activity, whose handler time is then stolen from a processor of the
+//!   node ([`steal`]) and counted as that processor's Message time.
+//!
+//! # Deadlock, abort, end
+//!
+//! When nothing is runnable and nothing is in flight but a processor has not finished,
+//! the run is stopped with a report of which activity waits for what. A cluster abort
+//! (another node failed) wakes every sleeper, whose wait then fails as in wall mode. When
+//! every processor has finished, the services are released to the wall-clock policy.
+
+use crate::net::{Fabric, Profile};
+use crate::platform::HostCosts;
+use crate::wait::WaitFor;
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How often a sleeping activity looks at the cluster's abort flag: a safety net for an
+/// abort raised outside the scheduler (a node's panic), never what makes progress.
+const ABORT_POLL: Duration = Duration::from_millis(50);
+
+/// Which activities of the receiving node a delivery wakes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Every blocked activity (a remote write, a local event).
+    All,
+    /// Activities waiting for a reply or acknowledgements (a mailbox write).
+    Mailbox,
+    /// One server for a message that landed in a ring (module doc).
+    Server,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Run {
+    /// Registered, waiting for every activity to register.
+    Starting,
+    Runnable,
+    Running,
+    Blocked { what: WaitFor, serves: bool },
+    Done,
+}
+
+struct Act {
+    node: usize,
+    /// The processor's index in its node; `None` for the node's service.
+    local: Option<usize>,
+    clock: u64,
+    run: Run,
+    /// Handler time taken from this processor by its node's service, not yet accounted.
+    stolen: u64,
+}
+
+/// A write the simulation performs when it reaches the write's arrival time.
+struct Delivery {
+    node: usize,
+    wake: Wake,
+    action: Box<dyn FnOnce() + Send>,
+}
+
+struct State {
+    acts: Vec<Act>,
+    registered: usize,
+    /// (arrival time, sequence, index into `pending`).
+    events: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    pending: Vec<Option<Delivery>>,
+    free_slots: Vec<usize>,
+    seq: u64,
+    tx_free: Vec<u64>,
+    rx_free: Vec<u64>,
+    hub_free: u64,
+    finished: bool,
+    aborted: bool,
+}
+
+/// The scheduler of one in-process cluster.
+pub(crate) struct Sched {
+    state: Mutex<State>,
+    /// One futex word per activity: bumped to let its thread run.
+    go: Box<[AtomicU32]>,
+    nodes: usize,
+    procs: usize,
+    pub(crate) host: HostCosts,
+    pub(crate) net: Profile,
+    cpu_scale: f64,
+    fabric: Arc<Fabric>,
+}
+
+/// What [`block`] came back with.
+pub(crate) enum Resumed {
+    /// Woken: check the condition again.
+    Woken,
+    /// Every processor has finished: wait by the wall-clock policy from now on.
+    Finished,
+}
+
+/// The run was aborted (another node failed, or the simulation deadlocked).
+pub(crate) struct Aborted;
+
+thread_local! {
+    static CURRENT: RefCell<Option<(Arc<Sched>, usize)>> = const { RefCell::new(None) };
+    /// The running activity's clock (the scheduler's copy is synchronized at hand-overs).
+    static CLOCK: Cell<u64> = const { Cell::new(0) };
+    /// Thread CPU time when the processor last left the runtime.
+    static CPU_MARK: Cell<u64> = const { Cell::new(0) };
+}
+
+impl Sched {
+    pub(crate) fn new(
+        fabric: Arc<Fabric>,
+        nodes: usize,
+        procs: usize,
+        host: HostCosts,
+        net: Profile,
+        cpu_scale: f64,
+    ) -> Arc<Sched> {
+        let total = nodes * (procs + 1);
+        let acts = (0..total)
+            .map(|id| {
+                let (node, local) = if id < nodes * procs {
+                    (id / procs, Some(id % procs))
+                } else {
+                    (id - nodes * procs, None)
+                };
+                Act {
+                    node,
+                    local,
+                    clock: 0,
+                    run: Run::Starting,
+                    stolen: 0,
+                }
+            })
+            .collect();
+        Arc::new(Sched {
+            state: Mutex::new(State {
+                acts,
+                registered: 0,
+                events: BinaryHeap::new(),
+                pending: Vec::new(),
+                free_slots: Vec::new(),
+                seq: 0,
+                tx_free: vec![0; nodes],
+                rx_free: vec![0; nodes],
+                hub_free: 0,
+                finished: false,
+                aborted: false,
+            }),
+            go: (0..total).map(|_| AtomicU32::new(0)).collect(),
+            nodes,
+            procs,
+            host,
+            net,
+            cpu_scale,
+            fabric,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The activity id of processor `local` of `node`, or of the node's service.
+    fn id_of(&self, node: usize, local: Option<usize>) -> usize {
+        match local {
+            Some(l) => node * self.procs + l,
+            None => self.nodes * self.procs + node,
+        }
+    }
+
+    /// Makes the calling thread the activity of processor `local` of `node` (or the node's
+    /// service, `None`), and returns once the simulation lets it run for the first time.
+    pub(crate) fn register(self: &Arc<Sched>, node: usize, local: Option<usize>) {
+        let id = self.id_of(node, local);
+        CURRENT.with(|c| *c.borrow_mut() = Some((Arc::clone(self), id)));
+        CLOCK.with(|c| c.set(0));
+        let mut st = self.lock();
+        assert_eq!(st.acts[id].run, Run::Starting, "activity {id} registered twice");
+        st.acts[id].run = Run::Runnable;
+        st.registered += 1;
+        let seen = self.go[id].load(Ordering::SeqCst);
+        if st.registered == st.acts.len() {
+            // An abort surfaces at the activity's first wait.
+            let _ = self.hand_over(st, id, seen);
+        } else {
+            drop(st);
+            let _ = self.sleep(id, seen);
+        }
+    }
+
+    /// Ends the calling activity (normally or by unwinding): it will not run again.
+    pub(crate) fn exit(&self, id: usize) {
+        let mut st = self.lock();
+        st.acts[id].clock = CLOCK.with(|c| c.get());
+        st.acts[id].run = Run::Done;
+        if st.aborted || st.finished {
+            return;
+        }
+        if self.fabric.aborted() {
+            self.abort_all(&mut st);
+            return;
+        }
+        // Pass the baton on without waiting for it back.
+        let next = self.pick(&mut st);
+        if let Some(n) = next {
+            st.acts[n].run = Run::Running;
+            self.let_run(&mut st, n);
+        }
+    }
+
+    /// Picks the next activity to run, performing every delivery due before it. `None`
+    /// when none is runnable (then the run has finished, or deadlocked, or aborted: the
+    /// state says which).
+    fn pick(&self, st: &mut State) -> Option<usize> {
+        loop {
+            let best = st
+                .acts
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.run == Run::Runnable)
+                .min_by_key(|(i, a)| (a.clock, *i))
+                .map(|(i, a)| (i, a.clock));
+            let due = st.events.peek().map(|Reverse((t, _, _))| *t);
+            let deliver_first = match (best, due) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some((_, c)), Some(t)) => t <= c,
+            };
+            match (best, due) {
+                (_, Some(_)) if deliver_first => {
+                    let Reverse((t, _, slot)) = st.events.pop().expect("peeked");
+                    let d = st.pending[slot].take().expect("a pending delivery");
+                    st.free_slots.push(slot);
+                    (d.action)();
+                    self.wake_locked(st, d.node, d.wake, t);
+                }
+                (Some((i, _)), _) => return Some(i),
+                (None, _) => {
+                    if st
+                        .acts
+                        .iter()
+                        .all(|a| a.local.is_none() || a.run == Run::Done)
+                    {
+                        self.finish(st);
+                    } else if !st.aborted {
+                        self.deadlock(st);
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Every processor has finished: release the services to the wall-clock policy.
+    fn finish(&self, st: &mut State) {
+        st.finished = true;
+        for id in 0..st.acts.len() {
+            if st.acts[id].run != Run::Done {
+                st.acts[id].run = Run::Runnable;
+                self.let_run(st, id);
+            }
+        }
+    }
+
+    fn deadlock(&self, st: &mut State) {
+        let mut why = String::from(
+            "the modeled-time simulation deadlocked: no activity can run and nothing is in flight;",
+        );
+        for a in st.acts.iter() {
+            if let Run::Blocked { what, .. } = a.run {
+                let who = match a.local {
+                    Some(l) => format!("processor {l} of node {}", a.node),
+                    None => format!("the service of node {}", a.node),
+                };
+                why += &format!(" {who} (at {} ns) waits for {what};", a.clock);
+            }
+        }
+        why += " this is a bug in the runtime: please report it with the command that ran";
+        crate::launch::record_failure(&self.fabric, 0, &why);
+        self.fabric.abort();
+        self.abort_all(st);
+    }
+
+    fn abort_all(&self, st: &mut State) {
+        st.aborted = true;
+        for id in 0..st.acts.len() {
+            self.let_run(st, id);
+        }
+    }
+
+    /// Lets activity `id`'s thread run (or return from its sleep).
+    fn let_run(&self, _locked: &mut State, id: usize) {
+        self.go[id].fetch_add(1, Ordering::SeqCst);
+        crate::sys::futex_wake(&self.go[id], 1);
+    }
+
+    /// Wakes activities of `node` blocked for what `wake` says, at virtual time `t`.
+    fn wake_locked(&self, st: &mut State, node: usize, wake: Wake, t: u64) {
+        let resume = |a: &mut Act| {
+            a.clock = a.clock.max(t);
+            a.run = Run::Runnable;
+        };
+        match wake {
+            Wake::All => {
+                for a in st.acts.iter_mut().filter(|a| a.node == node) {
+                    if matches!(a.run, Run::Blocked { .. }) {
+                        resume(a);
+                    }
+                }
+            }
+            Wake::Mailbox => {
+                for a in st.acts.iter_mut().filter(|a| a.node == node) {
+                    if let Run::Blocked { what, .. } = a.run {
+                        if matches!(what, WaitFor::Reply { .. } | WaitFor::Acks { .. }) {
+                            resume(a);
+                        }
+                    }
+                }
+            }
+            Wake::Server => {
+                let waiting = (0..self.procs)
+                    .map(|l| self.id_of(node, Some(l)))
+                    .find(|&i| {
+                        let a = &st.acts[i];
+                        matches!(a.run, Run::Blocked { serves: true, .. }) && a.clock <= t
+                    });
+                let server = waiting.unwrap_or_else(|| self.id_of(node, None));
+                if matches!(st.acts[server].run, Run::Blocked { .. }) {
+                    resume(&mut st.acts[server]);
+                }
+            }
+        }
+    }
+
+    /// Gives the baton from `me` (whose state the caller has set) to the next activity,
+    /// and returns when `me` may run again. `seen` is `me`'s go word read under the lock.
+    fn hand_over(&self, mut st: MutexGuard<'_, State>, me: usize, seen: u32) -> Result<(), Aborted> {
+        if st.aborted {
+            return Err(Aborted);
+        }
+        let next = self.pick(&mut st);
+        match next {
+            Some(n) if n == me => {
+                st.acts[me].run = Run::Running;
+                CLOCK.with(|c| c.set(st.acts[me].clock));
+                Ok(())
+            }
+            Some(n) => {
+                st.acts[n].run = Run::Running;
+                self.let_run(&mut st, n);
+                drop(st);
+                self.sleep(me, seen)
+            }
+            None => {
+                let aborted = st.aborted;
+                drop(st);
+                if aborted {
+                    Err(Aborted)
+                } else {
+                    // Finished: `finish` let every thread go.
+                    self.resume_clock(me);
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Sleeps until `me`'s go word moves from `seen`, then takes up its clock.
+    fn sleep(&self, me: usize, seen: u32) -> Result<(), Aborted> {
+        loop {
+            if self.go[me].load(Ordering::SeqCst) != seen {
+                break;
+            }
+            crate::sys::futex_wait(&self.go[me], seen, Some(ABORT_POLL));
+            if self.go[me].load(Ordering::SeqCst) == seen && self.fabric.aborted() {
+                let mut st = self.lock();
+                if !st.aborted {
+                    self.abort_all(&mut st);
+                }
+                return Err(Aborted);
+            }
+        }
+        let st = self.lock();
+        if st.aborted {
+            return Err(Aborted);
+        }
+        CLOCK.with(|c| c.set(st.acts[me].clock));
+        Ok(())
+    }
+
+    fn resume_clock(&self, me: usize) {
+        let st = self.lock();
+        CLOCK.with(|c| c.set(st.acts[me].clock));
+    }
+}
+
+/// The scheduler and activity of the calling thread, while the simulation runs.
+fn current() -> Option<(Arc<Sched>, usize)> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Runs `f` with the calling thread's scheduler and activity, if it is a live activity.
+fn with_current<T>(f: impl FnOnce(&Sched, usize) -> T) -> Option<T> {
+    CURRENT.with(|c| c.borrow().as_ref().map(|(s, id)| f(s, *id)))
+}
+
+/// True if the calling thread is an activity of a modeled-time simulation that is still
+/// running (not finished, not aborted).
+pub(crate) fn active() -> bool {
+    with_current(|s, _| {
+        let st = s.lock();
+        !st.finished && !st.aborted
+    })
+    .unwrap_or(false)
+}
+
+/// The calling activity's virtual time, if it is one.
+pub(crate) fn now() -> Option<u64> {
+    with_current(|_, _| CLOCK.with(|c| c.get()))
+}
+
+/// Advances the calling activity's clock by `ns` (nothing for a thread that is not one).
+pub(crate) fn charge(ns: u64) {
+    if CURRENT.with(|c| c.borrow().is_some()) {
+        CLOCK.with(|c| c.set(c.get() + ns));
+    }
+}
+
+/// Charges the cost `f` computes from the platform's host costs and the network profile.
+pub(crate) fn charge_cost(f: impl FnOnce(&HostCosts, &Profile) -> f64) {
+    if let Some(ns) = with_current(|s, _| f(&s.host, &s.net)) {
+        charge(ns.max(0.0).round() as u64);
+    }
+}
+
+/// Adds the CPU time the calling processor spent since it last left the runtime, scaled,
+/// to its clock (User time), and returns the handler time stolen from it meanwhile.
+pub(crate) fn user_burst() -> u64 {
+    with_current(|s, id| {
+        let cpu = crate::sys::thread_cpu_ns();
+        let spent = cpu.saturating_sub(CPU_MARK.with(|m| m.get()));
+        CPU_MARK.with(|m| m.set(cpu));
+        charge((spent as f64 * s.cpu_scale).round() as u64);
+        let mut st = s.lock();
+        std::mem::take(&mut st.acts[id].stolen)
+    })
+    .unwrap_or(0)
+}
+
+/// Marks the point where the calling processor leaves the runtime: its computation is
+/// measured from here.
+pub(crate) fn left_runtime() {
+    if CURRENT.with(|c| c.borrow().is_some()) {
+        CPU_MARK.with(|m| m.set(crate::sys::thread_cpu_ns()));
+    }
+}
+
+/// Lets an activity with a smaller clock run first (a runtime entry).
+pub(crate) fn yield_now() {
+    let Some((s, me)) = current() else { return };
+    let mut st = s.lock();
+    if st.finished || st.aborted {
+        return;
+    }
+    st.acts[me].clock = CLOCK.with(|c| c.get());
+    st.acts[me].run = Run::Runnable;
+    let seen = s.go[me].load(Ordering::SeqCst);
+    // An abort surfaces at the next wait, where it is handled.
+    let _ = s.hand_over(st, me, seen);
+}
+
+/// Blocks the calling activity until an event may have made its condition true.
+/// `serves`: its seam handles the node's messages (it can be a message's server).
+pub(crate) fn block(what: WaitFor, serves: bool) -> Result<Resumed, Aborted> {
+    let Some((s, me)) = current() else {
+        return Ok(Resumed::Finished);
+    };
+    let mut st = s.lock();
+    if st.aborted {
+        return Err(Aborted);
+    }
+    if st.finished {
+        return Ok(Resumed::Finished);
+    }
+    st.acts[me].clock = CLOCK.with(|c| c.get());
+    st.acts[me].run = Run::Blocked { what, serves };
+    let seen = s.go[me].load(Ordering::SeqCst);
+    s.hand_over(st, me, seen)?;
+    let st = s.lock();
+    Ok(if st.finished {
+        Resumed::Finished
+    } else {
+        Resumed::Woken
+    })
+}
+
+/// Wakes `node`'s blocked activities now (a local event: an unlock, a barrier, a
+/// consumer's flow-control update). Returns false if the caller is not a live activity
+/// (then the caller wakes by the wall-clock policy).
+pub(crate) fn wake_now(node: usize) -> bool {
+    with_current(|s, _| {
+        let mut st = s.lock();
+        if st.finished || st.aborted {
+            return false;
+        }
+        let t = CLOCK.with(|c| c.get());
+        s.wake_locked(&mut st, node, Wake::All, t);
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// Takes `ns` of handler time from a processor of `node` that is not waiting (the
+/// service handled messages while the processors computed): it is added to that
+/// processor's clock and counted as its Message time.
+pub(crate) fn steal(node: usize, ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    with_current(|s, _| {
+        let mut st = s.lock();
+        let target = (0..s.procs)
+            .map(|l| s.id_of(node, Some(l)))
+            .find(|&i| !matches!(st.acts[i].run, Run::Blocked { .. } | Run::Done))
+            .or_else(|| {
+                (0..s.procs)
+                    .map(|l| s.id_of(node, Some(l)))
+                    .find(|&i| st.acts[i].run != Run::Done)
+            });
+        if let Some(i) = target {
+            st.acts[i].clock += ns;
+            st.acts[i].stolen += ns;
+        }
+    });
+}
+
+/// A transfer of `bytes` from the calling activity's node to the nodes in `receivers`
+/// (a broadcast if more than one), under the network model of the module doc. `deliver`
+/// makes the write for one receiver; it runs when the simulation reaches the arrival.
+/// Returns false (and defers nothing) if the caller is not a live activity: the caller
+/// then writes at once.
+pub(crate) fn transmit(
+    src: usize,
+    receivers: u64,
+    bytes: u64,
+    wake: Wake,
+    mut deliver: impl FnMut(usize) -> Box<dyn FnOnce() + Send>,
+) -> bool {
+    let Some((s, _)) = current() else {
+        return false;
+    };
+    let mut st = s.lock();
+    if st.finished || st.aborted {
+        return false;
+    }
+    let p = &s.net;
+    let wire = (bytes.max(1) as f64 * 1e9 / p.bandwidth_bytes_per_s as f64).ceil() as u64;
+    let now = CLOCK.with(|c| c.get());
+    let mut start = now.max(st.tx_free[src]);
+    let broadcast = receivers.count_ones() > 1;
+    let extra = if broadcast { p.broadcast_extra_ns } else { 0 };
+    if broadcast {
+        start = start.max(st.hub_free);
+        st.hub_free = start + wire + extra;
+    }
+    st.tx_free[src] = start + wire;
+    // Programmed I/O: the sender is busy until its data has left.
+    CLOCK.with(|c| c.set(start + wire));
+    for r in (0..64).filter(|r| receivers & (1u64 << r) != 0) {
+        let arrive = st.rx_free[r].max(start + p.latency_ns + extra) + wire;
+        st.rx_free[r] = arrive;
+        let d = Delivery {
+            node: r,
+            wake,
+            action: deliver(r),
+        };
+        let slot = match st.free_slots.pop() {
+            Some(i) => {
+                st.pending[i] = Some(d);
+                i
+            }
+            None => {
+                st.pending.push(Some(d));
+                st.pending.len() - 1
+            }
+        };
+        st.seq += 1;
+        let seq = st.seq;
+        st.events.push(Reverse((arrive, seq, slot)));
+    }
+    true
+}
+
+/// Ends the calling thread's activity when dropped (also when it unwinds), so that a
+/// processor that panics passes the baton on.
+pub(crate) struct Activity {
+    _private: (),
+}
+
+impl Activity {
+    /// Registers the calling thread (see [`Sched::register`]); returns when it may run.
+    pub(crate) fn start(s: &Arc<Sched>, node: usize, local: Option<usize>) -> Activity {
+        s.register(node, local);
+        CPU_MARK.with(|m| m.set(crate::sys::thread_cpu_ns()));
+        Activity { _private: () }
+    }
+}
+
+impl Drop for Activity {
+    fn drop(&mut self) {
+        if let Some((s, id)) = CURRENT.with(|c| c.borrow_mut().take()) {
+            s.exit(id);
+        }
+    }
+}

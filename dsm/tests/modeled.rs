@@ -1,0 +1,144 @@
+//! The modeled clock (`crate::sched`): programs run to the right results under every
+//! variant, declared computation gives the same times and counters on every run, and a
+//! barrier and a lock over a tiny hand-written profile take the virtual times computed by
+//! hand here.
+
+use dsm::{ClockMode, Cluster, Config, Protocol};
+use protocol_variants::{CSM_DMS, CSM_NONE};
+
+fn modeled(nodes: usize, procs: usize, proto: Protocol) -> Config {
+    let mut c = Config::new(nodes, procs, proto);
+    c.heap_bytes = 16 << 20;
+    c.clock = ClockMode::Modeled;
+    c.cpu_scale = 0.0;
+    c
+}
+
+/// A lock-protected counter and a barrier-separated sum, with declared computation.
+fn counter_program(c: Config) -> (u64, dsm::Report<()>) {
+    let report = Cluster::new(c)
+        .run(|s| {
+            let counter = s.alloc::<u64>(1);
+            let slots = s.alloc::<u64>(64);
+            let lock = s.lock();
+            let bar = s.barrier();
+            move |p| {
+                for i in 0..5 {
+                    p.compute(10_000 * (p.id() as u64 + 1));
+                    lock.acquire(p);
+                    counter.set(0, counter.get(0) + 1);
+                    lock.release(p);
+                    slots.set(p.id(), (i + 1) as u64 * p.id() as u64);
+                }
+                bar.wait(p);
+                (0..p.nprocs()).map(|i| slots.get(i)).sum::<u64>() + 1000 * counter.get(0)
+            }
+        })
+        .expect("run");
+    let (results, rest) = report.take_results();
+    let n = results.len() as u64;
+    let want = 5 * (0..n).sum::<u64>() + 1000 * 5 * n;
+    assert!(results.iter().all(|&r| r == want), "results {results:?}, want {want}");
+    (want, rest)
+}
+
+#[test]
+fn every_variant_runs_correctly_under_the_modeled_clock() {
+    for v in protocol_variants::ALL {
+        for (nodes, procs) in [(2, 1), (2, 2), (4, 2)] {
+            let (_, r) = counter_program(modeled(nodes, procs, v));
+            assert_eq!(r.clock, "modeled");
+            assert!(r.elapsed_ns > 0, "{}: no virtual time", v.name);
+            // Declared computation alone is 5 x 10 us x (id + 1) for the last processor.
+            let floor = 5 * 10_000 * (nodes * procs) as u64;
+            assert!(r.elapsed_ns >= floor, "{} {nodes}x{procs}: {} ns < {floor}", v.name, r.elapsed_ns);
+        }
+    }
+}
+
+#[test]
+fn declared_computation_repeats_to_the_nanosecond() {
+    for v in [CSM_DMS, CSM_NONE] {
+        let (_, a) = counter_program(modeled(2, 2, v));
+        let (_, b) = counter_program(modeled(2, 2, v));
+        assert_eq!(a.elapsed_ns, b.elapsed_ns, "{}", v.name);
+        assert_eq!(a.counters, b.counters, "{}", v.name);
+        let ta: Vec<_> = a.procs.iter().map(|p| p.breakdown).collect();
+        let tb: Vec<_> = b.procs.iter().map(|p| p.breakdown).collect();
+        assert_eq!(ta, tb, "{}", v.name);
+    }
+}
+
+/// A profile of round numbers: 1 us latency, 1 byte/ns, no software overheads and no
+/// host costs; with a CPU scale of 0, only declared computation and the network take time.
+fn tiny(nodes: usize, procs: usize) -> Config {
+    let mut c = modeled(nodes, procs, CSM_DMS);
+    c.profile.latency_ns = 1_000;
+    c.profile.bandwidth_bytes_per_s = 1_000_000_000;
+    c.profile.send_overhead_ns = 0;
+    c.profile.recv_overhead_ns = 0;
+    c.profile.broadcast_extra_ns = 0;
+    let h = &mut c.platform.host;
+    h.fault_ns = 0;
+    h.mprotect_ns = 0;
+    h.copy_ns_per_byte = 0.0;
+    h.diff_scan_ns_per_byte = 0.0;
+    h.diff_run_ns = 0;
+    h.diff_apply_ns_per_byte = 0.0;
+    h.handler_ns = 0;
+    h.local_sync_ns = 0;
+    c
+}
+
+/// Memory Channel barrier (`sync/network.rs`) on 2 nodes x 1 processor, all times in ns.
+/// A broadcast of `b` bytes sent at `t` occupies the sender and the hub for `b` ns and
+/// arrives everywhere at `max(t + 1000, receiver's link free) + b`.
+/// - P0 arrives at 1000: broadcasts its 8-byte arrival word (busy until 1008; it lands at
+///   2008) and, as node 0, waits for every arrival.
+/// - P1 arrives at 5000: broadcasts its arrival (busy until 5008; it lands at 6008) and
+///   waits for the sense word.
+/// - At 6008 node 0 has every arrival: it broadcasts the sense word (busy until 6016, so
+///   P0 leaves at 6016; it lands at 7016, when P1 leaves).
+#[test]
+fn a_barrier_takes_the_hand_computed_virtual_time() {
+    let r = Cluster::new(tiny(2, 1))
+        .run(|s| {
+            let bar = s.barrier();
+            move |p| {
+                p.compute(if p.id() == 0 { 1_000 } else { 5_000 });
+                bar.wait(p);
+                p.now_ns()
+            }
+        })
+        .expect("run");
+    assert_eq!(r.results, vec![6_016, 7_016]);
+}
+
+/// Memory Channel lock (`sync/network.rs`: bid by broadcast, wait for our bid's loopback,
+/// withdraw if another bid is there, wait for it to clear, back off, bid again) on 2
+/// nodes x 1 processor; 4-byte words, so a write busies the sender 4 ns.
+/// - P0 bids at 1000 (lands 2004); its loopback at 2004 finds P1's entry clear: P0 holds
+///   the lock from 2004, computes 2000 ns and releases at 4004 (lands 5008).
+/// - P1 bids at 1500 (lands 2504); at 2504 it sees P0's bid, withdraws (lands 3508),
+///   and waits for P0's entry to clear: 5008. It backs off 2 x 64 spins (128 ns, at
+///   1 ns each), bids again at 5136 (busy until 5140, lands 6140), and its loopback at
+///   6140 finds P0's entry clear: P1 holds the lock from 6140.
+#[test]
+fn a_contended_lock_takes_the_hand_computed_virtual_time() {
+    let r = Cluster::new(tiny(2, 1))
+        .run(|s| {
+            let lock = s.lock();
+            move |p| {
+                p.compute(if p.id() == 0 { 1_000 } else { 1_500 });
+                lock.acquire(p);
+                let got = p.now_ns();
+                if p.id() == 0 {
+                    p.compute(2_000);
+                }
+                lock.release(p);
+                got
+            }
+        })
+        .expect("run");
+    assert_eq!(r.results, vec![2_004, 6_140]);
+}
