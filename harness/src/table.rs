@@ -106,6 +106,15 @@ impl std::str::FromStr for HomesMode {
     }
 }
 
+impl std::fmt::Display for HomesMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HomesMode::Captured => "captured",
+            HomesMode::FirstTouch => "first-touch",
+        })
+    }
+}
+
 /// The variant whose homes the others replay.
 const HOMES_FROM: &str = "CSM-DMS";
 
@@ -186,9 +195,9 @@ impl Cell {
 /// The table as asked for, checked.
 struct Plan {
     apps: Vec<AppPlan>,
-    /// The selected variants in the paper's order (CSM-DMS, whose homes the others may
-    /// replay, comes first), each with its validated configuration.
-    variants: Vec<(Protocol, Config)>,
+    /// The validated configuration of each selected variant, in the paper's order
+    /// (CSM-DMS, whose homes the others may replay, comes first).
+    variants: Vec<Config>,
     size: Size,
     clock: ClockMode,
     platform: dsm::platform::Platform,
@@ -250,10 +259,13 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
     protocols.dedup_by_key(|p| p.name);
 
     let mut problems = Vec::new();
+    if chosen_apps.is_empty() || protocols.is_empty() {
+        problems.push("--apps and --variants each need at least one name".to_string());
+    }
     let mut variants = Vec::new();
     for p in protocols {
-        match variant_config(a, &platform, p) {
-            Ok(c) => variants.push((p, c)),
+        match variant_config(a, &platform, clock, p) {
+            Ok(c) => variants.push(c),
             Err(e) => problems.push(format!("{}: {e:#}", p.name)),
         }
     }
@@ -268,9 +280,10 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
         }
         match Params::resolve(app.name(), app.params(), size, &[]) {
             Ok(params) => {
-                for (p, config) in &variants {
+                for config in &variants {
                     if let Err(e) = crate::run::check_memory(app, &params, config) {
-                        problems.push(format!("{} under {}: {e:#}", app.name(), p.name));
+                        let variant = config.protocol.name;
+                        problems.push(format!("{} under {variant}: {e:#}", app.name()));
                     }
                 }
                 app_plans.push(AppPlan { app, params });
@@ -312,6 +325,7 @@ fn platform(name: &str) -> anyhow::Result<dsm::platform::Platform> {
 fn variant_config(
     a: &TableArgs,
     platform: &dsm::platform::Platform,
+    clock: ClockMode,
     p: Protocol,
 ) -> anyhow::Result<Config> {
     let network_from_env = std::env::var("DSM_NETWORK").is_ok_and(|v| !v.is_empty());
@@ -331,7 +345,7 @@ fn variant_config(
         stall_timeout: None,
     };
     let mut config = cluster.config()?;
-    config.clock = a.clock.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    config.clock = clock;
     config.platform = platform.clone();
     Ok(config)
 }
@@ -348,7 +362,7 @@ impl Plan {
     }
 
     fn has_variant(&self, name: &str) -> bool {
-        self.variants.iter().any(|(p, _)| p.name == name)
+        self.variants.iter().any(|c| c.protocol.name == name)
     }
 
     /// Where `variant` of `app` takes its homes from now: the description, and the file
@@ -440,10 +454,10 @@ fn serve_node(plan: &Plan, node_plan: Option<&str>) -> anyhow::Result<()> {
             .iter()
             .find(|a| a.app.name() == cell.app)
             .with_context(|| format!("--node-plan names app {}, not in the table", cell.app))?;
-        let (_, base) = plan
+        let base = plan
             .variants
             .iter()
-            .find(|(p, _)| p.name == cell.variant)
+            .find(|c| c.protocol.name == cell.variant)
             .with_context(|| format!("--node-plan names {}, not in the table", cell.variant))?;
         match app.app.parallel(&app.params, &plan.run_config(base, cell)) {
             // A run before this process's own: skipped at its launch, or failed before
@@ -502,7 +516,7 @@ impl<'a> Runner<'a> {
         for app in &self.plan.apps {
             let mut seq: Option<Result<Sequential, String>> = None;
             let mut scale: Option<Result<Scale, String>> = None;
-            for (_, base) in &self.plan.variants {
+            for base in &self.plan.variants {
                 let config = self.plan.cell_config(app, base)?;
                 let label = format!("{} under {}", app.app.name(), base.protocol.name);
                 if let Some(cell) = self.kept_cell(&config) {

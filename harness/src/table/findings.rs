@@ -182,7 +182,7 @@ pub fn evaluate(cells: &Cells) -> Vec<Finding> {
                 ),
                 _ => (
                     Verdict::NotMeasured,
-                    format!("missing: {}", look.missing.join(", ")),
+                    format!("no verified result for {}", look.missing.join(", ")),
                 ),
             };
             Finding {
@@ -484,7 +484,7 @@ mod tests {
             Verdict::NotHeld,
         );
         let f = assert_verdict(1, &[("barnes", "CSM-DMS", 7.0, 0)], Verdict::NotMeasured);
-        assert_eq!(f, "missing: barnes under CSM-None");
+        assert_eq!(f, "no verified result for barnes under CSM-None");
     }
 
     #[test]
@@ -586,7 +586,7 @@ mod tests {
         assert!(f.contains("tsp: 10.00 to 10.90 (9%)"), "{f}");
         assert_verdict(5, &rows(9.0), Verdict::NotHeld);
         let f = assert_verdict(5, &rows(10.0)[1..], Verdict::NotMeasured);
-        assert_eq!(f, "missing: clu under CSM-DMS");
+        assert_eq!(f, "no verified result for clu under CSM-DMS");
     }
 
     #[test]
@@ -631,7 +631,10 @@ mod tests {
         let (v, f) = verdict(7, &cells(&[("lu", "CSM-MS-Mg", 1.0, 0)]));
         assert_eq!(
             (v, f.as_str()),
-            (Verdict::NotMeasured, "missing: any app under CSM-None-Mg")
+            (
+                Verdict::NotMeasured,
+                "no verified result for any app under CSM-None-Mg"
+            )
         );
     }
 

@@ -22,10 +22,10 @@ pub fn cell_outcome(cell: &Cell) -> String {
 /// Prints and writes everything; an error at the end if any cell failed.
 pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
     let apps: Vec<&str> = plan.apps.iter().map(|a| a.app.name()).collect();
-    let variants: Vec<&str> = plan.variants.iter().map(|(p, _)| p.name).collect();
+    let variants: Vec<&str> = plan.variants.iter().map(|c| c.protocol.name).collect();
     let summary = findings::summarize(&apps, &measured(cells));
     let grid = table4_grid(&apps, &variants, cells);
-    let heading = heading(plan);
+    let heading = heading(plan, cells);
 
     println!("\n{heading}\n");
     print!("{}", render_text(&grid));
@@ -89,27 +89,39 @@ fn measured(cells: &[Cell]) -> Cells {
         .collect()
 }
 
-fn heading(plan: &Plan) -> String {
-    let (_, config) = &plan.variants[0];
+/// What the table shows and how it was run; a note when runs report another clock than
+/// the one asked for (the engine runs the wall clock until it has the modeled one).
+fn heading(plan: &Plan, cells: &[Cell]) -> String {
+    let config = &plan.variants[0];
     let clocks = if plan.clock == dsm::ClockMode::Modeled {
         format!("modeled clock on {}", plan.platform.name)
     } else {
         "wall clock".to_string()
     };
+    let asked = plan.clock.to_string();
+    let other_clock = cells
+        .iter()
+        .filter_map(|c| c.run.as_ref())
+        .filter(|r| r.clock != asked)
+        .count();
+    let note = if other_clock > 0 {
+        format!(
+            "\nNote: {other_clock} cell(s) report another clock than the {asked} clock asked for; their speedups are in the clock they report (see table.json)."
+        )
+    } else {
+        String::new()
+    };
     format!(
         "Table 4: speedups and statistics, ours / the paper's (ours over the paper's); counts in thousands over the whole run.\n\
          Ours: {} inputs, {} nodes x {} processors, network {}, {clocks}, {} KiB pages, {} homes. \
          The paper: its inputs (Table 3), 8 x 4 AlphaServer processors on Memory Channel 2, homes captured from CSM-DMS. \
-         `!` marks a cell that failed verification; CSM-ADB has no Table 4 column.",
+         `!` marks a cell that failed verification; CSM-ADB has no Table 4 column.{note}",
         plan.size,
         config.nodes,
         config.procs_per_node,
         config.profile.name,
         config.page_bytes / 1024,
-        match plan.homes {
-            super::HomesMode::Captured => "CSM-DMS's first-touch",
-            super::HomesMode::FirstTouch => "first-touch",
-        }
+        plan.homes,
     )
 }
 
@@ -344,7 +356,7 @@ fn markdown(heading: &str, grid: &[Vec<String>], summary: &Summary) -> String {
 
 /// The whole table as one JSON document.
 fn json(plan: &Plan, cells: &[Cell], summary: &Summary) -> serde_json::Value {
-    let (_, config) = &plan.variants[0];
+    let config = &plan.variants[0];
     let scales: serde_json::Map<String, serde_json::Value> = cells
         .iter()
         .filter_map(|c| {
@@ -367,17 +379,15 @@ fn json(plan: &Plan, cells: &[Cell], summary: &Summary) -> serde_json::Value {
         "schema": SCHEMA,
         "config": {
             "apps": plan.apps.iter().map(|a| a.app.name()).collect::<Vec<_>>(),
-            "variants": plan.variants.iter().map(|(p, _)| p.name).collect::<Vec<_>>(),
+            "variants": plan.variants.iter().map(|c| c.protocol.name).collect::<Vec<_>>(),
             "size": plan.size.to_string(),
             "nodes": config.nodes,
             "procs": config.procs_per_node,
             "network": config.profile.name,
             "clock": plan.clock.to_string(),
             "page_bytes": config.page_bytes,
-            "homes": match plan.homes {
-                super::HomesMode::Captured => "captured",
-                super::HomesMode::FirstTouch => "first-touch",
-            },
+            "homes": plan.homes.to_string(),
+            "platform": plan.platform.name,
             "exec": config.mode.to_string(),
             "backend": config.backend.to_string(),
             "heap_bytes": config.heap_bytes,
