@@ -264,3 +264,32 @@ fn node_processes_follow_the_cells_the_parent_runs() {
         assert_eq!(c["config"]["exec"], "processes");
     }
 }
+
+/// A cell that fails is recorded with its error, the others go on, and the command ends
+/// non-zero naming it.
+#[test]
+fn a_failed_cell_is_recorded_and_named_and_the_table_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("f");
+    succeeds(&TINY, &out);
+    // Homes for a page beyond the heap: the replaying cell's cluster refuses them.
+    std::fs::write(out.join("homes").join("sor.homes"), "999999999 1\n").unwrap();
+    let o = table(&TINY, &out);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("1 cell(s) run, 3 cell(s) kept"), "{stdout}");
+    assert!(
+        stderr.contains("1 of 4 cell(s) failed") && stderr.contains("sor under CSM-None: ERROR"),
+        "{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();
+    let failed = &json["cells"][1];
+    assert_eq!(failed["config"]["variant"], "CSM-None");
+    assert!(failed["run"].is_null() && failed["verified"] == false);
+    assert!(
+        failed["error"].as_str().unwrap().contains("homes file"),
+        "{failed}"
+    );
+    assert_eq!(json["cells"][3]["verified"], true, "tsp went on");
+}
