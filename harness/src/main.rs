@@ -3,8 +3,10 @@
 
 mod apps;
 mod bench;
+mod paper;
 mod run;
 mod scale;
+mod table;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +29,9 @@ enum Command {
     /// Run every application under each variant and print a summary table (the default
     /// main job).
     Suite(run::SuiteArgs),
+    /// Reproduce the paper's Table 4 and Figure 1: every app under every variant, beside
+    /// the paper's numbers, with a summary of its findings (resumes from --out).
+    Table(table::TableArgs),
     /// Print the network profiles (features and costs, with sources).
     Profiles,
     /// Measure basic operations: `net` (the simulated network) or `proto` (the protocol).
@@ -40,6 +45,7 @@ fn main() {
     let outcome = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Suite(a) => run::suite(a),
+        Command::Table(a) => table::table(a),
         Command::Profiles => {
             print_profiles();
             Ok(())

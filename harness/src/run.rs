@@ -258,7 +258,7 @@ impl Drop for Progress {
 /// Refuses, before anything is allocated, a run whose data set cannot fit: not in the
 /// shared heap, or (once for the sequential run and once per node) not in this machine's
 /// memory. The app's estimate is from below, so what is refused surely does not fit.
-fn check_memory(app: &dyn App, params: &Params, config: &Config) -> anyhow::Result<()> {
+pub(crate) fn check_memory(app: &dyn App, params: &Params, config: &Config) -> anyhow::Result<()> {
     let data = app.data_bytes(params)?;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let mib = |b: u64| b.div_ceil(1 << 20);

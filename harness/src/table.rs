@@ -1,0 +1,774 @@
+//! `cashmere table`: the paper's Table 4 and Figure 1 reproduced on our cluster. Every
+//! app runs under every variant (a *cell*); each cell is written to `OUT/cells/` as it
+//! finishes, so an interrupted table resumes where it stopped. At the end the table is
+//! printed in Table 4's layout beside the paper's numbers (`paper.rs`), with a summary of
+//! the paper's findings (`table/findings.rs`), and written as JSON, CSV, Markdown and an
+//! SVG of Figure 1 (`table/output.rs`, `table/figure.rs`).
+//!
+//! Homes follow the paper's footnote 4: CSM-DMS runs first for each app, and the homes
+//! its first touches chose are replayed in the app's other variants.
+//!
+//! In process mode (`--exec processes`) every node process re-runs this command from the
+//! start and must meet the same cluster runs in the same order (see `dsm::launch`); the
+//! parent passes it the cells it has run so far (`--node-plan`), since what the parent
+//! keeps or runs depends on files that change while the table runs.
+
+mod figure;
+mod findings;
+mod output;
+
+use crate::apps;
+use crate::run::ClusterArgs;
+use crate::scale::Scale;
+use anyhow::{bail, Context};
+use app_common::{App, AppResult, Params, Size};
+use clap::Args;
+use dsm::{Breakdown, ClockMode, Config, Counters, Protocol};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct TableArgs {
+    /// Comma-separated applications [default: all ten].
+    #[arg(long)]
+    pub apps: Option<String>,
+    /// Comma-separated protocol variants [default: all seven].
+    #[arg(long)]
+    pub variants: Option<String>,
+    /// Input size for every app: test, small or paper.
+    #[arg(long, default_value = "paper")]
+    pub size: String,
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 8)]
+    pub nodes: usize,
+    /// Processors per node.
+    #[arg(long, default_value_t = 4)]
+    pub procs: usize,
+    /// Network profile [env: DSM_NETWORK] [default: the platform's, mc2].
+    #[arg(long)]
+    pub network: Option<String>,
+    /// Platform profile whose costs the modeled clock charges and whose sequential times
+    /// give the CPU scale factors.
+    #[arg(long, value_name = "NAME_OR_FILE", default_value = "alphaserver-mc2")]
+    pub platform: String,
+    /// wall or modeled.
+    #[arg(long, default_value = "modeled")]
+    pub clock: String,
+    /// Coherence page size in KiB, 4 or 8 [env: DSM_PAGE_KB] [default: 8].
+    #[arg(long)]
+    pub page_kb: Option<String>,
+    /// Directory for the cells, the tables and the figure.
+    #[arg(long, default_value = "table-out")]
+    pub out: PathBuf,
+    /// Run every cell again, even those whose results are in OUT/cells.
+    #[arg(long)]
+    pub force: bool,
+    /// captured (replay CSM-DMS's first-touch homes in the other variants, as the paper's
+    /// footnote 4) or first-touch.
+    #[arg(long, default_value = "captured")]
+    pub homes: String,
+    /// threads or processes [env: DSM_EXEC] [default: threads].
+    #[arg(long)]
+    pub exec: Option<String>,
+    /// Fault backend: mprotect or userfaultfd [env: DSM_BACKEND] [default: mprotect].
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Shared heap per node in MiB [env: DSM_HEAP_MB] [default: 1024].
+    #[arg(long)]
+    pub heap_mb: Option<String>,
+    /// The cells a node process walks (set by the table for its node processes).
+    #[arg(long, hide = true)]
+    pub node_plan: Option<String>,
+}
+
+/// Where the variants other than CSM-DMS get their homes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HomesMode {
+    /// Replay CSM-DMS's first-touch homes (the paper's footnote 4).
+    Captured,
+    /// Every variant chooses its own homes by first touch.
+    FirstTouch,
+}
+
+impl std::str::FromStr for HomesMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "captured" => Ok(HomesMode::Captured),
+            "first-touch" => Ok(HomesMode::FirstTouch),
+            _ => Err(format!(
+                "unknown homes mode `{s}`; valid modes: captured, first-touch"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for HomesMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HomesMode::Captured => "captured",
+            HomesMode::FirstTouch => "first-touch",
+        })
+    }
+}
+
+/// The variant whose homes the others replay.
+const HOMES_FROM: &str = "CSM-DMS";
+
+/// What a cell was run with. A cell on disk is kept only if this matches exactly.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellConfig {
+    pub app: String,
+    pub variant: String,
+    pub size: String,
+    pub params: BTreeMap<String, String>,
+    pub nodes: usize,
+    pub procs: usize,
+    pub network: String,
+    pub platform: String,
+    /// The clock asked for (`wall` or `modeled`).
+    pub clock: String,
+    pub page_bytes: usize,
+    /// Where the homes came from: `first-touch`, `captured from CSM-DMS`, or first touch
+    /// with the reason no homes were captured.
+    pub homes: String,
+    /// FNV-1a of the replayed homes file, so that a cell follows new CSM-DMS homes.
+    pub homes_digest: Option<String>,
+    pub exec: String,
+    pub backend: String,
+    pub heap_bytes: usize,
+}
+
+/// One cell: an app under a variant, and what came of it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Cell {
+    pub config: CellConfig,
+    /// The app's CPU scale factor (factor 1 under the wall clock); absent when it could
+    /// not be measured.
+    pub scale: Option<Scale>,
+    /// The parallel result matched the sequential one.
+    pub verified: bool,
+    /// Why the cell failed: the app's or the cluster's error, or the verification
+    /// mismatch (with `verified` false and the measurements kept).
+    pub error: Option<String>,
+    /// The run's figures; absent when the run did not finish.
+    pub run: Option<Measurements>,
+}
+
+/// What a finished run measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measurements {
+    /// The clock of the times below, as the run's report states it.
+    pub clock: String,
+    /// Sequential time over parallel time.
+    pub speedup: f64,
+    /// Sequential time in this clock: wall seconds, or (modeled) this machine's thread
+    /// CPU seconds times the scale factor.
+    pub seq_s: f64,
+    /// Parallel time in this clock (the report's `elapsed_ns`).
+    pub par_s: f64,
+    pub seq_wall_s: f64,
+    pub seq_cpu_s: f64,
+    /// The Figure 1 breakdown, summed over the processors.
+    pub breakdown: Breakdown,
+    pub counters: Counters,
+    pub result: serde_json::Value,
+    pub sequential_result: serde_json::Value,
+}
+
+impl Cell {
+    /// A cell that counts for the findings: finished and verified.
+    fn measured(&self) -> Option<&Measurements> {
+        self.run.as_ref().filter(|_| self.verified)
+    }
+
+    /// A cell whose run ended with an error (not one that ran and failed its check):
+    /// these are run again on resume.
+    fn errored(&self) -> bool {
+        self.run.is_none()
+    }
+}
+
+/// The table as asked for, checked.
+struct Plan {
+    apps: Vec<AppPlan>,
+    /// The validated configuration of each selected variant, in the paper's order
+    /// (CSM-DMS, whose homes the others may replay, comes first).
+    variants: Vec<Config>,
+    size: Size,
+    clock: ClockMode,
+    platform: dsm::platform::Platform,
+    homes: HomesMode,
+    out: PathBuf,
+    force: bool,
+}
+
+struct AppPlan {
+    app: &'static dyn App,
+    params: Params,
+}
+
+/// A cell's run as a node process needs to repeat it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct NodeCell {
+    app: String,
+    variant: String,
+    homes_file: Option<PathBuf>,
+    cpu_scale: f64,
+}
+
+pub fn table(a: TableArgs) -> anyhow::Result<()> {
+    let plan = plan(&a)?;
+    if dsm::launch::is_node_process() {
+        return serve_node(&plan, a.node_plan.as_deref());
+    }
+    let cells = Runner::new(&plan)?.run_all()?;
+    output::finish(&plan, &cells)
+}
+
+/// Checks everything before any work: names, sizes, every variant's configuration on
+/// this network, every app's parameters and memory, and the output directory.
+fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
+    let size: Size = a.size.parse()?;
+    let clock: ClockMode = a
+        .clock
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--clock: {e}"))?;
+    let homes: HomesMode = a
+        .homes
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--homes: {e}"))?;
+    let platform = platform(&a.platform)?;
+    let chosen_apps: Vec<&'static dyn App> = match &a.apps {
+        Some(list) => names(list)
+            .map(apps::by_name)
+            .collect::<anyhow::Result<_>>()?,
+        None => apps::all(),
+    };
+    let mut protocols: Vec<Protocol> = match &a.variants {
+        Some(list) => names(list)
+            .map(protocol_variants::by_name)
+            .collect::<Result<_, _>>()?,
+        None => protocol_variants::ALL.to_vec(),
+    };
+    let order = |p: &Protocol| protocol_variants::ALL.iter().position(|q| q.name == p.name);
+    protocols.sort_by_key(order);
+    protocols.dedup_by_key(|p| p.name);
+
+    let mut problems = Vec::new();
+    if chosen_apps.is_empty() || protocols.is_empty() {
+        problems.push("--apps and --variants each need at least one name".to_string());
+    }
+    let mut variants = Vec::new();
+    for p in protocols {
+        match variant_config(a, &platform, clock, p) {
+            Ok(c) => variants.push(c),
+            Err(e) => problems.push(format!("{}: {e:#}", p.name)),
+        }
+    }
+    let mut app_plans = Vec::new();
+    for app in chosen_apps {
+        if clock == ClockMode::Modeled && !platform.sequential_s.contains_key(app.name()) {
+            problems.push(format!(
+                "{}: platform {} has no sequential time for it, so the modeled clock has no CPU scale factor; add it to the platform's sequential_s or use --clock wall",
+                app.name(),
+                platform.name
+            ));
+        }
+        match Params::resolve(app.name(), app.params(), size, &[]) {
+            Ok(params) => {
+                for config in &variants {
+                    if let Err(e) = crate::run::check_memory(app, &params, config) {
+                        let variant = config.protocol.name;
+                        problems.push(format!("{} under {variant}: {e:#}", app.name()));
+                    }
+                }
+                app_plans.push(AppPlan { app, params });
+            }
+            Err(e) => problems.push(format!("{}: {e}", app.name())),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "the table cannot run as asked; nothing was run:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    Ok(Plan {
+        apps: app_plans,
+        variants,
+        size,
+        clock,
+        platform,
+        homes,
+        out: a.out.clone(),
+        force: a.force,
+    })
+}
+
+/// The names in a comma-separated list.
+fn names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
+}
+
+/// The platform `--platform` names (a built-in one; platform files come with
+/// `dsm::platform::resolve`).
+fn platform(name: &str) -> anyhow::Result<dsm::platform::Platform> {
+    dsm::platform::by_name(name).map_err(|e| anyhow::anyhow!("--platform: {e}"))
+}
+
+/// The validated configuration of variant `p`, as `cashmere run` would build it, with the
+/// table's clock and platform. The network defaults to the platform's.
+fn variant_config(
+    a: &TableArgs,
+    platform: &dsm::platform::Platform,
+    clock: ClockMode,
+    p: Protocol,
+) -> anyhow::Result<Config> {
+    let network_from_env = std::env::var("DSM_NETWORK").is_ok_and(|v| !v.is_empty());
+    let cluster = ClusterArgs {
+        variant: Some(p.name.to_string()),
+        nodes: a.nodes,
+        procs: a.procs,
+        exec: a.exec.clone(),
+        network: a
+            .network
+            .clone()
+            .or_else(|| (!network_from_env).then(|| platform.network.clone())),
+        page_kb: a.page_kb.clone(),
+        backend: a.backend.clone(),
+        heap_mb: a.heap_mb.clone(),
+        homes: None,
+        stall_timeout: None,
+    };
+    let mut config = cluster.config()?;
+    config.clock = clock;
+    config.platform = platform.clone();
+    Ok(config)
+}
+
+impl Plan {
+    fn cell_path(&self, app: &str, variant: &str) -> PathBuf {
+        self.out
+            .join("cells")
+            .join(format!("{app}__{variant}.json"))
+    }
+
+    fn homes_path(&self, app: &str) -> PathBuf {
+        self.out.join("homes").join(format!("{app}.homes"))
+    }
+
+    fn has_variant(&self, name: &str) -> bool {
+        self.variants.iter().any(|c| c.protocol.name == name)
+    }
+
+    /// Where `variant` of `app` takes its homes from now: the description, and the file
+    /// to replay.
+    fn homes_for(&self, app: &str, variant: &str) -> (String, Option<PathBuf>) {
+        if variant == HOMES_FROM || self.homes == HomesMode::FirstTouch {
+            return ("first-touch".into(), None);
+        }
+        if !self.has_variant(HOMES_FROM) {
+            return (
+                format!("first-touch ({HOMES_FROM} not among the variants, so no homes to replay)"),
+                None,
+            );
+        }
+        let path = self.homes_path(app);
+        if path.is_file() {
+            (format!("captured from {HOMES_FROM}"), Some(path))
+        } else {
+            (
+                format!("first-touch ({HOMES_FROM} captured no homes: its run failed)"),
+                None,
+            )
+        }
+    }
+
+    /// The configuration a cell is run with now.
+    fn cell_config(&self, app: &AppPlan, config: &Config) -> anyhow::Result<CellConfig> {
+        let variant = config.protocol.name;
+        let (homes, file) = self.homes_for(app.app.name(), variant);
+        let homes_digest = match &file {
+            Some(path) => {
+                Some(digest(&std::fs::read(path).with_context(|| {
+                    format!("cannot read {}", path.display())
+                })?))
+            }
+            None => None,
+        };
+        Ok(CellConfig {
+            app: app.app.name().to_string(),
+            variant: variant.to_string(),
+            size: self.size.to_string(),
+            params: app
+                .params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            nodes: config.nodes,
+            procs: config.procs_per_node,
+            network: config.profile.name.to_string(),
+            platform: self.platform.name.clone(),
+            clock: self.clock.to_string(),
+            page_bytes: config.page_bytes,
+            homes,
+            homes_digest,
+            exec: config.mode.to_string(),
+            backend: config.backend.to_string(),
+            heap_bytes: config.heap_bytes,
+        })
+    }
+
+    /// The configuration of one run: the variant's, with the cell's homes and the app's
+    /// CPU scale factor.
+    fn run_config(&self, base: &Config, cell: &NodeCell) -> Config {
+        let mut config = base.clone();
+        config.homes_file = cell.homes_file.clone();
+        config.cpu_scale = cell.cpu_scale;
+        config
+    }
+}
+
+/// FNV-1a (64 bits) of `bytes`, in hex.
+fn digest(bytes: &[u8]) -> String {
+    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+/// A node process: repeats the parent's runs up to the one it was started for, which
+/// ends the process inside `App::parallel`.
+fn serve_node(plan: &Plan, node_plan: Option<&str>) -> anyhow::Result<()> {
+    let cells: Vec<NodeCell> = serde_json::from_str(
+        node_plan.context("a node process of `cashmere table` needs --node-plan")?,
+    )
+    .context("--node-plan")?;
+    for cell in &cells {
+        let app = plan
+            .apps
+            .iter()
+            .find(|a| a.app.name() == cell.app)
+            .with_context(|| format!("--node-plan names app {}, not in the table", cell.app))?;
+        let base = plan
+            .variants
+            .iter()
+            .find(|c| c.protocol.name == cell.variant)
+            .with_context(|| format!("--node-plan names {}, not in the table", cell.variant))?;
+        match app.app.parallel(&app.params, &plan.run_config(base, cell)) {
+            // A run before this process's own: skipped at its launch, or failed before
+            // it, as it did in the parent.
+            Err(_) => continue,
+            Ok(_) => bail!("a node process returned from its run"),
+        }
+    }
+    bail!("this node process's run is not in its --node-plan")
+}
+
+/// The sequential run of one app, done once for all its variants.
+struct Sequential {
+    result: AppResult,
+    wall_s: f64,
+    cpu_s: f64,
+}
+
+/// Runs the cells, keeping finished ones, and shows progress.
+struct Runner<'a> {
+    plan: &'a Plan,
+    progress: Progress,
+    /// The cells run so far, for node processes.
+    node_plan: Vec<NodeCell>,
+    /// The arguments node processes are started with (before `--node-plan`).
+    args: Vec<std::ffi::OsString>,
+    kept: usize,
+    ran: usize,
+}
+
+impl<'a> Runner<'a> {
+    fn new(plan: &'a Plan) -> anyhow::Result<Runner<'a>> {
+        for dir in ["cells", "homes"] {
+            let dir = plan.out.join(dir);
+            std::fs::create_dir_all(&dir).with_context(|| {
+                format!(
+                    "--out: cannot create {}; give a writable directory",
+                    dir.display()
+                )
+            })?;
+        }
+        let cells = plan.apps.len() * plan.variants.len();
+        Ok(Runner {
+            plan,
+            progress: Progress::new(cells),
+            node_plan: Vec::new(),
+            args: std::env::args_os().skip(1).collect(),
+            kept: 0,
+            ran: 0,
+        })
+    }
+
+    /// Every cell, in table order (apps, then variants in the paper's order).
+    fn run_all(mut self) -> anyhow::Result<Vec<Cell>> {
+        let mut cells = Vec::new();
+        for app in &self.plan.apps {
+            let mut seq: Option<Result<Sequential, String>> = None;
+            let mut scale: Option<Result<Scale, String>> = None;
+            for base in &self.plan.variants {
+                let config = self.plan.cell_config(app, base)?;
+                let label = format!("{} under {}", app.app.name(), base.protocol.name);
+                if let Some(cell) = self.kept_cell(&config) {
+                    self.kept += 1;
+                    self.progress
+                        .kept(&format!("{label}: kept, {}", output::cell_outcome(&cell)));
+                    cells.push(cell);
+                    continue;
+                }
+                let seq = seq.get_or_insert_with(|| {
+                    self.progress
+                        .step(&format!("{}: sequential", app.app.name()));
+                    sequential(app).map_err(|e| format!("sequential run: {e:#}"))
+                });
+                let scale = scale.get_or_insert_with(|| {
+                    self.progress
+                        .step(&format!("{}: CPU scale factor", app.app.name()));
+                    self.scale(app.app)
+                        .map_err(|e| format!("CPU scale factor: {e:#}"))
+                });
+                self.progress.step(&label);
+                let started = Instant::now();
+                let cell = self.run_cell(app, base, config, seq, scale)?;
+                self.ran += 1;
+                self.progress.ran(&format!(
+                    "{label}: {} ({:.1} s)",
+                    output::cell_outcome(&cell),
+                    started.elapsed().as_secs_f64()
+                ));
+                cells.push(cell);
+            }
+        }
+        self.progress.finish();
+        println!(
+            "{} cell(s) run, {} cell(s) kept from {} (--force runs them again)",
+            self.ran,
+            self.kept,
+            self.plan.out.join("cells").display()
+        );
+        Ok(cells)
+    }
+
+    /// The cell on disk for `config`, if it finished under exactly this configuration
+    /// (and, for the cell whose homes the others replay, its homes file is there).
+    fn kept_cell(&self, config: &CellConfig) -> Option<Cell> {
+        if self.plan.force {
+            return None;
+        }
+        let text =
+            std::fs::read_to_string(self.plan.cell_path(&config.app, &config.variant)).ok()?;
+        let cell: Cell = serde_json::from_str(&text).ok()?;
+        let homes_needed = config.variant == HOMES_FROM && self.plan.homes == HomesMode::Captured;
+        let homes_there = !homes_needed || self.plan.homes_path(&config.app).is_file();
+        (cell.config == *config && !cell.errored() && homes_there).then_some(cell)
+    }
+
+    /// The app's CPU scale factor: measured for the modeled clock, 1 for the wall clock.
+    fn scale(&self, app: &dyn App) -> anyhow::Result<Scale> {
+        match self.plan.clock {
+            ClockMode::Modeled => crate::scale::cpu_scale(app, &self.plan.platform),
+            ClockMode::Wall => Ok(Scale {
+                factor: 1.0,
+                platform_seq_s: 0.0,
+                our_seq_s: 0.0,
+                how: "wall clock: no scaling".into(),
+            }),
+        }
+    }
+
+    /// Runs one cell and writes it (and, for CSM-DMS, the homes it chose) to disk.
+    fn run_cell(
+        &mut self,
+        app: &AppPlan,
+        base: &Config,
+        config: CellConfig,
+        seq: &Result<Sequential, String>,
+        scale: &Result<Scale, String>,
+    ) -> anyhow::Result<Cell> {
+        let scale_factor = scale.as_ref().map_or(1.0, |s| s.factor);
+        let failed = |error: String| Cell {
+            config: config.clone(),
+            scale: scale.as_ref().ok().cloned(),
+            verified: false,
+            error: Some(error),
+            run: None,
+        };
+        let homes_out =
+            (base.protocol.name == HOMES_FROM).then(|| self.plan.homes_path(&config.app));
+        let cell = match (seq, scale) {
+            (Err(e), _) | (_, Err(e)) => failed(e.clone()),
+            (Ok(seq), Ok(_)) => {
+                let node_cell = NodeCell {
+                    app: config.app.clone(),
+                    variant: config.variant.clone(),
+                    homes_file: self.plan.homes_for(&config.app, &config.variant).1,
+                    cpu_scale: scale_factor,
+                };
+                let mut run_config = self.plan.run_config(base, &node_cell);
+                self.node_plan.push(node_cell);
+                if run_config.mode == dsm::ExecMode::Processes {
+                    let mut args = self.args.clone();
+                    args.push("--node-plan".into());
+                    args.push(serde_json::to_string(&self.node_plan)?.into());
+                    run_config.child_args = Some(args);
+                }
+                match app.app.parallel(&app.params, &run_config) {
+                    Err(e) => failed(format!("{e:#}")),
+                    Ok((par, report)) => {
+                        if let Some(path) = &homes_out {
+                            write_file(path, report.homes_file().as_bytes())?;
+                        }
+                        let check = app.app.check(&seq.result, &par);
+                        let run = measure(seq, &par, &report, scale_factor);
+                        Cell {
+                            config: config.clone(),
+                            scale: scale.as_ref().ok().cloned(),
+                            verified: check.is_ok(),
+                            error: check.err().map(|m| format!("verification failed: {m}")),
+                            run: Some(run),
+                        }
+                    }
+                }
+            }
+        };
+        if let (Some(path), true) = (&homes_out, cell.errored()) {
+            // The others must not replay homes from an earlier table.
+            let _ = std::fs::remove_file(path);
+        }
+        let path = self.plan.cell_path(&config.app, &config.variant);
+        write_file(&path, serde_json::to_string_pretty(&cell)?.as_bytes())?;
+        Ok(cell)
+    }
+}
+
+/// The sequential run: its result, wall time and thread CPU time.
+fn sequential(app: &AppPlan) -> anyhow::Result<Sequential> {
+    let wall = Instant::now();
+    let cpu = dsm::sys::thread_cpu_ns();
+    let result = app.app.sequential(&app.params)?;
+    Ok(Sequential {
+        cpu_s: (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9,
+        wall_s: wall.elapsed().as_secs_f64(),
+        result,
+    })
+}
+
+/// A finished run's figures; the sequential time is taken in the clock the report states.
+fn measure(
+    seq: &Sequential,
+    par: &AppResult,
+    report: &dsm::Report<()>,
+    scale_factor: f64,
+) -> Measurements {
+    let seq_s = if report.clock == ClockMode::Modeled.to_string() {
+        seq.cpu_s * scale_factor
+    } else {
+        seq.wall_s
+    };
+    let par_s = report.elapsed_ns as f64 / 1e9;
+    let breakdown = report.procs.iter().fold(Breakdown::default(), |mut t, p| {
+        t.user_ns += p.breakdown.user_ns;
+        t.protocol_ns += p.breakdown.protocol_ns;
+        t.wait_ns += p.breakdown.wait_ns;
+        t.message_ns += p.breakdown.message_ns;
+        t
+    });
+    Measurements {
+        clock: report.clock.clone(),
+        speedup: seq_s / par_s.max(1e-9),
+        seq_s,
+        par_s,
+        seq_wall_s: seq.wall_s,
+        seq_cpu_s: seq.cpu_s,
+        breakdown,
+        counters: report.counters,
+        result: par.to_json(),
+        sequential_result: seq.result.to_json(),
+    }
+}
+
+/// Writes `bytes` to `path` whole: into a temporary file beside it, then renamed, so an
+/// interrupted table never leaves half a file.
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Progress on standard error: on a terminal a bar with the current step, the elapsed
+/// time and an estimate of the rest (over the cells that run, not those kept), and
+/// otherwise one plain line per cell.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    cells: usize,
+    seen: usize,
+}
+
+impl Progress {
+    fn new(cells: usize) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(cells as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "[{bar:24}] {pos}/{len} cells to run, {elapsed} so far, about {eta} to go: {msg}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(250));
+            bar
+        });
+        Progress {
+            bar,
+            cells,
+            seen: 0,
+        }
+    }
+
+    fn step(&self, what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(what.to_string());
+        }
+    }
+
+    /// A cell kept from an earlier table: it leaves the estimate.
+    fn kept(&mut self, line: &str) {
+        if let Some(bar) = &self.bar {
+            bar.dec_length(1);
+        }
+        self.line(line);
+    }
+
+    fn ran(&mut self, line: &str) {
+        if let Some(bar) = &self.bar {
+            bar.inc(1);
+        }
+        self.line(line);
+    }
+
+    fn line(&mut self, line: &str) {
+        self.seen += 1;
+        let line = format!("[{}/{}] {line}", self.seen, self.cells);
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

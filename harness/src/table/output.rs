@@ -1,0 +1,503 @@
+//! The table's outputs: Table 4 in the paper's layout (printed, and in `table.md`), the
+//! summary, `table.json` (schema `cashmere-table/1`), `table.csv` and Figure 1.
+
+use super::findings::{self, Cells, Measured, Summary};
+use super::{Cell, Plan};
+use crate::paper::{self, Table4Cell};
+use anyhow::bail;
+use std::fmt::Write as _;
+
+/// The version of `table.json`'s layout.
+pub const SCHEMA: &str = "cashmere-table/1";
+
+/// One line on how a cell ended, for progress lines.
+pub fn cell_outcome(cell: &Cell) -> String {
+    match (&cell.run, &cell.error) {
+        (Some(run), None) => format!("speedup {:.2}, verified", run.speedup),
+        (Some(run), Some(e)) => format!("speedup {:.2}, FAILED: {e}", run.speedup),
+        (None, e) => format!("ERROR: {}", e.as_deref().unwrap_or("no result")),
+    }
+}
+
+/// Prints and writes everything; an error at the end if any cell failed.
+pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
+    let apps: Vec<&str> = plan.apps.iter().map(|a| a.app.name()).collect();
+    let variants: Vec<&str> = plan.variants.iter().map(|c| c.protocol.name).collect();
+    let summary = findings::summarize(&apps, &measured(cells));
+    let grid = table4_grid(&apps, &variants, cells);
+    let heading = heading(plan, cells);
+
+    println!("\n{heading}\n");
+    print!("{}", render_text(&grid));
+    println!();
+    print!("{}", summary_lines(&summary).join("\n"));
+    println!();
+
+    let out = &plan.out;
+    let md = out.join("table.md");
+    let svg = out.join("figure1.svg");
+    write(
+        &out.join("table.json"),
+        &serde_json::to_string_pretty(&json(plan, cells, &summary))?,
+    )?;
+    write(&out.join("table.csv"), &csv(cells))?;
+    write(&md, &markdown(&heading, &grid, &summary))?;
+    super::figure::figure1(&apps, &variants, cells, &svg)?;
+    println!("\nMarkdown: {}\nFigure 1: {}", md.display(), svg.display());
+
+    let failures: Vec<String> = cells
+        .iter()
+        .filter(|c| c.error.is_some())
+        .map(|c| {
+            format!(
+                "{} under {}: {}",
+                c.config.app,
+                c.config.variant,
+                cell_outcome(c)
+            )
+        })
+        .collect();
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} cell(s) failed:\n  {}",
+            failures.len(),
+            cells.len(),
+            failures.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+fn write(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    super::write_file(path, text.as_bytes())
+}
+
+/// The verified cells, as the findings read them.
+fn measured(cells: &[Cell]) -> Cells {
+    cells
+        .iter()
+        .filter_map(|c| {
+            let run = c.measured()?;
+            let m = Measured {
+                speedup: run.speedup,
+                diffs: run.counters.diffs,
+                migrations: run.counters.migrations,
+                migration_attempts: run.counters.migration_attempts,
+            };
+            Some(((c.config.app.clone(), c.config.variant.clone()), m))
+        })
+        .collect()
+}
+
+/// What the table shows and how it was run; a note when runs report another clock than
+/// the one asked for (the engine runs the wall clock until it has the modeled one).
+fn heading(plan: &Plan, cells: &[Cell]) -> String {
+    let config = &plan.variants[0];
+    let clocks = if plan.clock == dsm::ClockMode::Modeled {
+        format!("modeled clock on {}", plan.platform.name)
+    } else {
+        "wall clock".to_string()
+    };
+    let asked = plan.clock.to_string();
+    let other_clock = cells
+        .iter()
+        .filter_map(|c| c.run.as_ref())
+        .filter(|r| r.clock != asked)
+        .count();
+    let note = if other_clock > 0 {
+        format!(
+            "\nNote: {other_clock} cell(s) report another clock than the {asked} clock asked for; their speedups are in the clock they report (see table.json)."
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "Table 4: speedups and statistics, ours / the paper's (ours over the paper's); counts in thousands over the whole run.\n\
+         Ours: {} inputs, {} nodes x {} processors, network {}, {clocks}, {} KiB pages, {} homes. \
+         The paper: its inputs (Table 3), 8 x 4 AlphaServer processors on Memory Channel 2, homes captured from CSM-DMS. \
+         `!` marks a cell that failed verification; CSM-ADB has no Table 4 column.{note}",
+        plan.size,
+        config.nodes,
+        config.procs_per_node,
+        config.profile.name,
+        config.page_bytes / 1024,
+        plan.homes,
+    )
+}
+
+/// A number the way Table 4 prints it: one decimal, two below 10.
+fn num(x: f64) -> String {
+    if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// A count in thousands: one decimal, three below a thousand (our test inputs are small).
+fn thousands(count: u64) -> String {
+    match count {
+        0 => "0".into(),
+        1..=999 => format!("{:.3}", count as f64 / 1e3),
+        _ => format!("{:.1}", count as f64 / 1e3),
+    }
+}
+
+/// A figure of the paper's, as Table 4 prints it (one decimal).
+fn papers(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// `ours / paper (ratio)`; the ratio where the paper's figure is not zero.
+fn beside(ours: String, paper: Option<(f64, String)>, ratio_of: f64) -> String {
+    match paper {
+        None => format!("{ours} / -"),
+        Some((p, text)) if p != 0.0 => format!("{ours} / {text} ({:.2})", ratio_of / p),
+        Some((_, text)) => format!("{ours} / {text}"),
+    }
+}
+
+/// Table 4's rows for one app: (row label, our figure, the paper's figure) getters.
+type RowFn = fn(&Cell, Option<&Table4Cell>) -> String;
+
+const ROWS: [(&str, RowFn); 5] = [
+    ("Speedup", |c, p| {
+        let run = c.run.as_ref().expect("rows are drawn for finished cells");
+        beside(
+            num(run.speedup),
+            p.map(|p| (p.speedup, papers(p.speedup))),
+            run.speedup,
+        )
+    }),
+    ("Page Transfers (K)", |c, p| {
+        count_row(c, p.map(|p| p.page_transfers_k), |r| {
+            r.counters.page_transfers
+        })
+    }),
+    ("Invalidations (K)", |c, p| {
+        count_row(c, p.map(|p| p.invalidations_k), |r| {
+            r.counters.invalidations
+        })
+    }),
+    ("Diffs (K)", |c, p| {
+        count_row(c, p.map(|p| p.diffs_k), |r| r.counters.diffs)
+    }),
+    ("Migrations (K)", |c, p| {
+        let k = &c.run.as_ref().expect("a finished cell").counters;
+        let ours = format!(
+            "{} ({})",
+            thousands(k.migrations),
+            thousands(k.migration_attempts)
+        );
+        let paper = p.map(|p| {
+            let text = if p.migration_attempts_k == 0.0 {
+                "0".to_string()
+            } else {
+                format!(
+                    "{} ({})",
+                    papers(p.migrations_k),
+                    papers(p.migration_attempts_k)
+                )
+            };
+            (p.migrations_k, text)
+        });
+        beside(ours, paper, k.migrations as f64 / 1e3)
+    }),
+];
+
+fn count_row(cell: &Cell, paper_k: Option<f64>, count: fn(&super::Measurements) -> u64) -> String {
+    let ours = count(cell.run.as_ref().expect("a finished cell"));
+    beside(
+        thousands(ours),
+        paper_k.map(|k| (k, papers(k))),
+        ours as f64 / 1e3,
+    )
+}
+
+/// Table 4 as a grid of strings: a header row, then five rows per app.
+fn table4_grid(apps: &[&str], variants: &[&str], cells: &[Cell]) -> Vec<Vec<String>> {
+    let mut grid = vec![["Application", ""]
+        .into_iter()
+        .chain(variants.iter().copied())
+        .map(String::from)
+        .collect::<Vec<_>>()];
+    for app in apps {
+        for (i, (label, row)) in ROWS.iter().enumerate() {
+            let name = if i == 0 { paper::display_name(app) } else { "" };
+            let mut line = vec![name.to_string(), label.to_string()];
+            for variant in variants {
+                let cell = cells
+                    .iter()
+                    .find(|c| c.config.app == *app && c.config.variant == *variant);
+                let paper = paper::table4(app, variant);
+                line.push(match cell {
+                    Some(c) if c.run.is_some() => {
+                        let text = row(c, paper.as_ref());
+                        if c.verified {
+                            text
+                        } else {
+                            text.replacen(" /", "! /", 1)
+                        }
+                    }
+                    Some(_) if i == 0 => {
+                        beside("error".into(), paper.map(|p| (0.0, papers(p.speedup))), 0.0)
+                    }
+                    _ => String::new(),
+                });
+            }
+            grid.push(line);
+        }
+    }
+    grid
+}
+
+/// The grid with columns padded to their widest entry.
+fn render_text(grid: &[Vec<String>]) -> String {
+    let columns = grid.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            grid.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in grid {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(s, w)| format!("{s:<w$}"))
+            .collect();
+        out += line.join("  ").trim_end();
+        out.push('\n');
+    }
+    out
+}
+
+fn render_markdown(grid: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for (i, row) in grid.iter().enumerate() {
+        out += &format!("| {} |\n", row.join(" | "));
+        if i == 0 {
+            out += &format!("|{}\n", "---|".repeat(row.len()));
+        }
+    }
+    out
+}
+
+/// The summary as plain lines (also the Markdown list items).
+fn summary_lines(s: &Summary) -> Vec<String> {
+    let mut lines = vec!["Summary".to_string()];
+    let (near, far): (Vec<_>, Vec<_>) = s.dms_speedups.iter().partition(|d| d.within_25_percent);
+    let speedup = |d: &&findings::DmsComparison| {
+        format!(
+            "{} {:.2} vs {:.1} ({:.2})",
+            d.app,
+            d.ours,
+            d.paper,
+            d.ours / d.paper
+        )
+    };
+    lines.push(format!(
+        "- CSM-DMS speedup within 25% of the paper's: {} of {} app(s){}{}",
+        near.len(),
+        s.dms_speedups.len(),
+        list(": ", near.iter().map(speedup)),
+        list("; not within: ", far.iter().map(speedup)),
+    ));
+    let (same, other): (Vec<_>, Vec<_>) = s.best_variants.iter().partition(|b| b.same);
+    lines.push(format!(
+        "- Fastest variant the same as the paper's (among the Table 4 variants run): {} of {} app(s){}{}",
+        same.len(),
+        s.best_variants.len(),
+        list(": ", same.iter().map(|b| format!("{} ({})", b.app, b.ours))),
+        list(
+            "; different: ",
+            other
+                .iter()
+                .map(|b| format!("{} (ours {}, the paper's {})", b.app, b.ours, b.paper.join(" or ")))
+        ),
+    ));
+    lines.push("- The paper's findings:".into());
+    for f in &s.findings {
+        lines.push(format!(
+            "  {}. {}: {}. {}.",
+            f.number, f.verdict, f.claim, f.figures
+        ));
+    }
+    lines
+}
+
+/// `prefix` and the items joined with ", ", or nothing when there are none.
+fn list(prefix: &str, items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}{}", items.join(", "))
+    }
+}
+
+fn markdown(heading: &str, grid: &[Vec<String>], summary: &Summary) -> String {
+    let mut md = String::from("# Cashmere: Table 4 and Figure 1\n\n");
+    let _ = writeln!(md, "{heading}\n");
+    md += &render_markdown(grid);
+    let mut lines = summary_lines(summary);
+    lines[0] = "\n## Summary\n".into();
+    md += &lines.join("\n");
+    md += "\n\n## Figure 1\n\nTime breakdown (User, Protocol, Wait, Message) summed over the processors, normalized to CSM-DMS's total.\n\n![Figure 1](figure1.svg)\n";
+    md
+}
+
+/// The whole table as one JSON document.
+fn json(plan: &Plan, cells: &[Cell], summary: &Summary) -> serde_json::Value {
+    let config = &plan.variants[0];
+    let scales: serde_json::Map<String, serde_json::Value> = cells
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c.config.app.clone(),
+                serde_json::to_value(c.scale.as_ref()?).ok()?,
+            ))
+        })
+        .collect();
+    let cells: Vec<serde_json::Value> = cells
+        .iter()
+        .map(|c| {
+            let mut v = serde_json::to_value(c).expect("cells serialize");
+            v["paper"] = serde_json::to_value(paper::table4(&c.config.app, &c.config.variant))
+                .expect("paper cells serialize");
+            v
+        })
+        .collect();
+    serde_json::json!({
+        "schema": SCHEMA,
+        "config": {
+            "apps": plan.apps.iter().map(|a| a.app.name()).collect::<Vec<_>>(),
+            "variants": plan.variants.iter().map(|c| c.protocol.name).collect::<Vec<_>>(),
+            "size": plan.size.to_string(),
+            "nodes": config.nodes,
+            "procs": config.procs_per_node,
+            "network": config.profile.name,
+            "clock": plan.clock.to_string(),
+            "page_bytes": config.page_bytes,
+            "homes": plan.homes.to_string(),
+            "platform": plan.platform.name,
+            "exec": config.mode.to_string(),
+            "backend": config.backend.to_string(),
+            "heap_bytes": config.heap_bytes,
+        },
+        "platform": plan.platform,
+        "scale_factors": scales,
+        "cells": cells,
+        "summary": summary,
+    })
+}
+
+/// One row per cell: the configuration, the outcome, the times, the paper's speedup, the
+/// breakdown and every counter.
+fn csv(cells: &[Cell]) -> String {
+    let counter_names: Vec<String> = match serde_json::to_value(dsm::Counters::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    let mut out = String::from(
+        "app,variant,verified,error,clock,speedup,paper_speedup,seq_s,par_s,seq_wall_s,seq_cpu_s,scale_factor,user_ns,protocol_ns,wait_ns,message_ns",
+    );
+    for name in &counter_names {
+        out += &format!(",{name}");
+    }
+    out.push('\n');
+    for c in cells {
+        let paper = paper::table4(&c.config.app, &c.config.variant)
+            .map_or(String::new(), |p| p.speedup.to_string());
+        let mut fields = vec![
+            c.config.app.clone(),
+            c.config.variant.clone(),
+            c.verified.to_string(),
+            csv_quote(c.error.as_deref().unwrap_or("")),
+        ];
+        match &c.run {
+            Some(r) => {
+                let counters = serde_json::to_value(r.counters).expect("counters serialize");
+                fields.extend([
+                    r.clock.clone(),
+                    r.speedup.to_string(),
+                    paper,
+                    r.seq_s.to_string(),
+                    r.par_s.to_string(),
+                    r.seq_wall_s.to_string(),
+                    r.seq_cpu_s.to_string(),
+                    c.scale
+                        .as_ref()
+                        .map_or(String::new(), |s| s.factor.to_string()),
+                    r.breakdown.user_ns.to_string(),
+                    r.breakdown.protocol_ns.to_string(),
+                    r.breakdown.wait_ns.to_string(),
+                    r.breakdown.message_ns.to_string(),
+                ]);
+                fields.extend(counter_names.iter().map(|n| counters[n].to_string()));
+            }
+            None => {
+                fields.extend([String::new(), String::new(), paper]);
+                fields.extend(std::iter::repeat_n(String::new(), 9 + counter_names.len()));
+            }
+        }
+        out += &fields.join(",");
+        out.push('\n');
+    }
+    out
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_quote(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_sit_beside_the_papers_with_the_ratio() {
+        assert_eq!(
+            beside(num(7.1), Some((7.6, papers(7.6))), 7.1),
+            "7.10 / 7.6 (0.93)"
+        );
+        assert_eq!(papers(278.06), "278.1");
+        assert_eq!(beside(num(12.25), None, 12.25), "12.2 / -");
+        assert_eq!(beside("0".into(), Some((0.0, "0".into())), 0.0), "0 / 0");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(12), "0.012");
+        assert_eq!(thousands(66_049), "66.0");
+    }
+
+    #[test]
+    fn csv_fields_with_commas_or_quotes_are_quoted() {
+        assert_eq!(csv_quote("plain"), "plain");
+        assert_eq!(csv_quote("a, b"), "\"a, b\"");
+        assert_eq!(csv_quote("say \"x\""), "\"say \"\"x\"\"\"");
+    }
+
+    #[test]
+    fn text_columns_are_padded_to_the_widest_entry() {
+        let grid = vec![
+            vec!["a".to_string(), "bb".to_string()],
+            vec!["ccc".to_string(), "d".to_string()],
+        ];
+        assert_eq!(render_text(&grid), "a    bb\nccc  d\n");
+        assert_eq!(
+            render_markdown(&grid),
+            "| a | bb |\n|---|---|\n| ccc | d |\n"
+        );
+    }
+}
