@@ -63,6 +63,10 @@ impl Node {
                 // Adaptive broadcast: the home never sees this diff arrive, so the
                 // releaser invalidates the page's broadcast copies (2.3.6).
                 self.broadcast_modified(p);
+                // Our diff may still be on its way: see Directory::fence.
+                self.dir
+                    .fence(&self.net, &self.seam())
+                    .unwrap_or_else(|e| Self::net_err(e));
                 self.dir.sharers(&self.net, p, st)
             }
             DataStrategy::Messages => {
