@@ -153,13 +153,17 @@ pub struct NetworkOverrides {
     pub broadcast_extra_ns: Option<u64>,
 }
 
+/// One field of [`NetworkOverrides`]: key, meaning, the override, and how to read the
+/// profile's own figure.
+type OverrideField = (&'static str, &'static str, Option<u64>, fn(&Profile) -> u64);
+
 impl NetworkOverrides {
     pub fn is_empty(&self) -> bool {
         self.fields().iter().all(|(_, _, v, _)| v.is_none())
     }
 
-    /// Every field as (key, meaning, override, the profile's figure).
-    fn fields(&self) -> [(&'static str, &'static str, Option<u64>, fn(&Profile) -> u64); 6] {
+    /// Every field.
+    fn fields(&self) -> [OverrideField; 6] {
         [
             (
                 "latency_ns",
@@ -365,12 +369,21 @@ pub fn load_file(path: &Path) -> Result<Platform, String> {
 
 /// Parses and checks a platform from the text of a file, TOML or JSON.
 pub fn parse(text: &str, json: bool) -> Result<Platform, String> {
-    let hint =
-        format!("(`cashmere platforms --dump {DEFAULT}` prints a complete file to start from)");
+    let dump =
+        format!("`cashmere platforms --dump {DEFAULT}` prints a complete file to start from");
+    let hint = |e: &dyn std::fmt::Display| {
+        let e = e.to_string();
+        let e = e.trim_end();
+        if e.contains("expected u64") {
+            format!("{e} (times in ns and sizes in bytes are whole numbers, 0 or more; {dump})")
+        } else {
+            format!("{e} ({dump})")
+        }
+    };
     let platform: Platform = if json {
-        serde_json::from_str(text).map_err(|e| format!("{e} {hint}"))?
+        serde_json::from_str(text).map_err(|e| hint(&e))?
     } else {
-        toml::from_str(text).map_err(|e| format!("{} {hint}", e.to_string().trim_end()))?
+        toml::from_str(text).map_err(|e| hint(&e))?
     };
     platform.validate()?;
     Ok(platform)
@@ -723,7 +736,12 @@ mod tests {
             (
                 "negative.toml",
                 good.replace("fault_ns = 10_000", "fault_ns = -10"),
-                &["negative.toml", "fault_ns", "-10"],
+                &[
+                    "negative.toml",
+                    "fault_ns",
+                    "-10",
+                    "whole numbers, 0 or more",
+                ],
             ),
             (
                 "nan.toml",
