@@ -3,6 +3,7 @@
 
 mod apps;
 mod bench;
+mod platforms;
 mod run;
 mod scale;
 
@@ -29,6 +30,9 @@ enum Command {
     Suite(run::SuiteArgs),
     /// Print the network profiles (features and costs, with sources).
     Profiles,
+    /// Print the platforms the modeled clock charges (host costs, with sources), or one as
+    /// a file to edit (`--dump`).
+    Platforms(platforms::PlatformsArgs),
     /// Measure basic operations: `net` (the simulated network) or `proto` (the protocol).
     Bench(bench::BenchArgs),
 }
@@ -44,6 +48,7 @@ fn main() {
             print_profiles();
             Ok(())
         }
+        Command::Platforms(a) => platforms::platforms(a),
         Command::Bench(a) => bench::bench(a),
     };
     if let Err(e) = outcome {
