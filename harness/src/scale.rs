@@ -19,8 +19,8 @@
 //! once and kept in a JSON file: `$CASHMERE_CACHE_DIR/sequential.json`, else
 //! `$XDG_CACHE_HOME/cashmere/sequential.json`, else `~/.cache/cashmere/sequential.json`.
 //! An entry is keyed by the app, its paper-size parameters and a fingerprint of this host
-//! (the CPU model and whether this is a debug or a release build), so a new machine, new
-//! parameters or another build measure again. A file that does not parse is reported,
+//! (the CPU model and the build's optimization level), so a new machine, new parameters or
+//! a build of another profile measure again. A file that does not parse is reported,
 //! ignored and rewritten; a file that cannot be written is reported, and the run goes on.
 //!
 //! Node processes (`--exec processes`) never measure: the launching process measured (and
@@ -226,7 +226,8 @@ fn params_text(params: &Params) -> String {
         .join(" ")
 }
 
-/// This host's CPU model and the build's profile: what makes a measurement reusable.
+/// This host's CPU model and the build's optimization level (from `build.rs`): what makes
+/// a measurement reusable.
 fn host_fingerprint() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -237,12 +238,7 @@ fn host_fingerprint() -> String {
                 .map(|(_, m)| m.split_whitespace().collect::<Vec<_>>().join(" "))
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    format!("{model}, {build} build")
+    format!("{model}, {}", env!("CASHMERE_BUILD"))
 }
 
 /// One measurement in the cache file.
