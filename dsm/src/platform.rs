@@ -242,7 +242,7 @@ pub struct Platform {
 /// The network's figures (latency 3.3 us, 75 MB/s, 2.1 us to send and to receive a
 /// message, 2 us more for a broadcast) are the `mc2` profile's; see `net/profile.rs`.
 /// Host costs that Table 2 pins down only in combination are fitted to Table 2 as a whole
-/// (each composed operation lands within about 20% of its figure; the test module shows
+/// (each composed operation lands within 21% of its figure; the test module shows
 /// the composition); the others are estimates. Each says which.
 pub fn builtin() -> Vec<Platform> {
     // Stets et al., Table 3: "Execution times were measured by running each uninstrumented
