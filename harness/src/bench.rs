@@ -25,9 +25,10 @@ pub struct BenchArgs {
     /// The platform for `--clock modeled` (a built-in name or a platform file).
     #[arg(long, default_value = "alphaserver-mc2")]
     pub platform: String,
-    /// Network profile for `proto` (`cashmere profiles` lists them).
-    #[arg(long, default_value = "mc2")]
-    pub network: String,
+    /// Network profile for `proto` (`cashmere profiles` lists them) [default: the
+    /// platform's, mc2].
+    #[arg(long)]
+    pub network: Option<String>,
     /// Variants for `proto` (comma-separated).
     #[arg(long, default_value = "CSM-DMS,CSM-None")]
     pub variants: String,
@@ -73,12 +74,19 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
         .clock
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--clock `{}` is not valid: {e}", a.clock))?;
+    let platform = dsm::platform::resolve(&a.platform)
+        .map_err(|e| anyhow::anyhow!("--platform `{}` is not valid: {e}", a.platform))?;
+    let network = match &a.network {
+        Some(n) => dsm::net::profile::by_name(n)
+            .map_err(|e| anyhow::anyhow!("--network `{n}` is not valid: {e}"))?,
+        None => platform
+            .network_profile()
+            .map_err(|e| anyhow::anyhow!("platform {}: {e}", platform.name))?,
+    };
     let timing = Timing {
         clock,
-        platform: dsm::platform::by_name(&a.platform)
-            .map_err(|e| anyhow::anyhow!("--platform `{}` is not valid: {e}", a.platform))?,
-        network: dsm::net::profile::by_name(&a.network)
-            .map_err(|e| anyhow::anyhow!("--network `{}` is not valid: {e}", a.network))?,
+        platform,
+        network,
     };
     let exec = a.exec.clone().unwrap_or_else(|| match clock {
         dsm::ClockMode::Wall => "threads,processes".into(),

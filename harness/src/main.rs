@@ -4,6 +4,7 @@
 mod apps;
 mod bench;
 mod paper;
+mod platforms;
 mod run;
 mod scale;
 mod table;
@@ -34,6 +35,9 @@ enum Command {
     Table(table::TableArgs),
     /// Print the network profiles (features and costs, with sources).
     Profiles,
+    /// Print the platforms the modeled clock charges (host costs, with sources), or one as
+    /// a file to edit (`--dump`).
+    Platforms(platforms::PlatformsArgs),
     /// Measure basic operations: `net` (the simulated network) or `proto` (the protocol).
     Bench(bench::BenchArgs),
 }
@@ -50,6 +54,7 @@ fn main() {
             print_profiles();
             Ok(())
         }
+        Command::Platforms(a) => platforms::platforms(a),
         Command::Bench(a) => bench::bench(a),
     };
     if let Err(e) = outcome {

@@ -4,7 +4,7 @@ use crate::apps;
 use anyhow::{bail, Context};
 use app_common::{App, AppResult, Params, Size};
 use clap::Args;
-use dsm::{Config, ExecMode, FaultBackend};
+use dsm::{ClockMode, Config, ExecMode, FaultBackend};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -28,7 +28,8 @@ pub struct ClusterArgs {
     /// [env: DSM_EXEC] [default: threads].
     #[arg(long)]
     pub exec: Option<String>,
-    /// Network profile (`cashmere profiles` lists them) [env: DSM_NETWORK] [default: mc2].
+    /// Network profile (`cashmere profiles` lists them) [env: DSM_NETWORK] [default: the
+    /// platform's network, mc2].
     #[arg(long)]
     pub network: Option<String>,
     /// Coherence page size in KiB, 4 or 8 [env: DSM_PAGE_KB] [default: 8].
@@ -47,6 +48,18 @@ pub struct ClusterArgs {
     /// the run is stopped [env: DSM_STALL_TIMEOUT] [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub stall_timeout: Option<String>,
+    /// Which clock the run's times come from: wall (real time) or modeled (virtual time
+    /// on the platform) [env: DSM_CLOCK] [default: wall].
+    #[arg(long)]
+    pub clock: Option<String>,
+    /// The platform the modeled clock charges: a built-in name (`cashmere platforms` lists
+    /// them) or a platform file [env: DSM_PLATFORM] [default: alphaserver-mc2].
+    #[arg(long, value_name = "NAME|FILE")]
+    pub platform: Option<String>,
+    /// Modeled clock: use this CPU scale factor instead of the platform's sequential time
+    /// over this machine's, measured once and cached [env: DSM_CPU_SCALE].
+    #[arg(long, value_name = "FACTOR")]
+    pub cpu_scale: Option<String>,
 }
 
 /// Where a setting's value came from, for error messages.
@@ -103,10 +116,27 @@ impl ClusterArgs {
             |v| protocol_variants::by_name(v).map_err(|e| e.to_string()),
         )?;
         let mut c = Config::new(self.nodes, self.procs, protocol);
-        c.profile = parse_setting(
-            setting(&self.network, "--network", "DSM_NETWORK", "mc2"),
-            |v| dsm::net::profile::by_name(v).map_err(|e| e.to_string()),
+        c.clock = parse_setting(setting(&self.clock, "--clock", "DSM_CLOCK", "wall"), |v| {
+            v.parse::<ClockMode>()
+        })?;
+        c.platform = parse_setting(
+            setting(
+                &self.platform,
+                "--platform",
+                "DSM_PLATFORM",
+                dsm::platform::DEFAULT,
+            ),
+            dsm::platform::resolve,
         )?;
+        c.profile = match setting(&self.network, "--network", "DSM_NETWORK", "") {
+            (_, Source::Default) => c
+                .platform
+                .network_profile()
+                .map_err(|e| anyhow::anyhow!("platform {}: {e}", c.platform.name))?,
+            given => parse_setting(given, |v| {
+                dsm::net::profile::by_name(v).map_err(|e| e.to_string())
+            })?,
+        };
         c.page_bytes = parse_setting(
             setting(&self.page_kb, "--page-kb", "DSM_PAGE_KB", "8"),
             |v| {
@@ -145,6 +175,24 @@ impl ClusterArgs {
         c.homes_file = self.homes.clone();
         c.validate()?;
         Ok(c)
+    }
+
+    /// The CPU scale factor given by `--cpu-scale` or `DSM_CPU_SCALE`, if either is.
+    pub fn given_cpu_scale(&self) -> anyhow::Result<Option<f64>> {
+        match setting(&self.cpu_scale, "--cpu-scale", "DSM_CPU_SCALE", "") {
+            (_, Source::Default) => Ok(None),
+            given => parse_setting(given, |v| {
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        "expected a positive number: virtual ns per ns of this machine's CPU time"
+                            .to_string()
+                    })
+            }),
+        }
     }
 }
 
@@ -337,15 +385,24 @@ pub fn run_app(
     quiet: bool,
 ) -> anyhow::Result<Outcome> {
     let node = dsm::launch::is_node_process();
+    // Under the modeled clock the sequential time is this machine's CPU time scaled to the
+    // platform, and the parallel time is the report's virtual time: speedups compare times
+    // of one clock.
+    let modeled = config.clock == ClockMode::Modeled;
     let (seq, seq_s) = if node {
         (AppResult::new(), 0.0)
     } else {
         let _p = (!quiet).then(|| Progress::start(format!("{} sequential", app.name())));
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), dsm::sys::thread_cpu_ns());
         let r = app
             .sequential(params)
             .with_context(|| format!("sequential {}", app.name()))?;
-        (r, t.elapsed().as_secs_f64())
+        let seq_s = if modeled {
+            (dsm::sys::thread_cpu_ns() - cpu) as f64 * config.cpu_scale / 1e9
+        } else {
+            t.elapsed().as_secs_f64()
+        };
+        (r, seq_s)
     };
     let _p = (!quiet && !node).then(|| {
         Progress::start(format!(
@@ -358,7 +415,11 @@ pub fn run_app(
     let (par, report) = app
         .parallel(params, config)
         .with_context(|| format!("parallel {} under {}", app.name(), config.protocol.name))?;
-    let par_s = t.elapsed().as_secs_f64();
+    let par_s = if modeled {
+        report.elapsed_ns as f64 / 1e9
+    } else {
+        t.elapsed().as_secs_f64()
+    };
     let verified = app.check(&seq, &par);
     Ok(Outcome {
         seq,
@@ -377,7 +438,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             for app in apps::all() {
                 println!("  {:<10} {}", app.name(), app.description());
             }
-            println!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE");
+            println!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE, --cpu-scale FACTOR");
             return Ok(());
         }
         bail!("name an application: cashmere run <APP> (cashmere run --help lists them)");
@@ -394,7 +455,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         size,
         &parse_params(app, &a.params, &a.input)?,
     )?;
-    let config = a.cluster.config()?;
+    let mut config = a.cluster.config()?;
     config.homes()?;
     check_memory(app, &params, &config)?;
     if let Some(path) = &a.save_homes {
@@ -403,6 +464,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.json {
         check_writable(path, "--json")?;
     }
+    let scale = modeled_scale(app, &mut config, &a.cluster)?;
     let o = run_app(app, &params, &config, false)?;
     let speedup = if o.par_s > 0.0 {
         o.seq_s / o.par_s
@@ -419,6 +481,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         config.mode,
         config.backend
     );
+    match &scale {
+        None => println!("  clock: wall"),
+        Some(s) => println!(
+            "  clock: modeled, platform {} (network {}), CPU scale factor {s}",
+            config.platform.name,
+            config.platform.network_summary()
+        ),
+    }
     println!(
         "  sequential {:.3} s, parallel {:.3} s, speedup {speedup:.2}",
         o.seq_s, o.par_s
@@ -476,6 +546,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             "exec": config.mode.to_string(),
             "backend": config.backend.to_string(),
             "page_bytes": config.page_bytes,
+            "clock": config.clock.to_string(),
+            "platform": scale.as_ref().map(|_| config.platform.name.clone()),
+            "cpu_scale": scale,
             "verified": o.verified.is_ok(),
             "result": o.par.to_json(),
             "sequential_result": o.seq.to_json(),
@@ -497,6 +570,21 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         bail!("verification failed: {m}");
     }
     Ok(())
+}
+
+/// Under the modeled clock, the CPU scale factor of `app` (given, cached or measured now),
+/// set in `config`; `None` under the wall clock.
+fn modeled_scale(
+    app: &dyn App,
+    config: &mut Config,
+    cluster: &ClusterArgs,
+) -> anyhow::Result<Option<crate::scale::Scale>> {
+    if config.clock != ClockMode::Modeled {
+        return Ok(None);
+    }
+    let s = crate::scale::for_run(app, &config.platform, cluster.given_cpu_scale()?)?;
+    config.cpu_scale = s.factor;
+    Ok(Some(s))
 }
 
 #[derive(Args, Debug)]
@@ -554,13 +642,31 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
             Err(e) => problems.push(format!("{name}: {e:#}")),
         }
     }
+    let given_scale = a.cluster.given_cpu_scale()?;
     let mut runs = Vec::new();
     for app in chosen {
         match Params::resolve(app.name(), app.params(), size, &[]) {
             Ok(params) => {
+                // One factor per app: every variant runs the same code.
+                let scale = match configs.first() {
+                    Some(c) if c.clock == ClockMode::Modeled => {
+                        match crate::scale::for_run(app, &c.platform, given_scale) {
+                            Ok(s) => Some(s),
+                            Err(e) => {
+                                problems.push(format!("{}: {e:#}", app.name()));
+                                continue;
+                            }
+                        }
+                    }
+                    _ => None,
+                };
                 for config in &configs {
-                    match check_memory(app, &params, config) {
-                        Ok(()) => runs.push((app, params.clone(), config.clone())),
+                    let mut config = config.clone();
+                    if let Some(s) = &scale {
+                        config.cpu_scale = s.factor;
+                    }
+                    match check_memory(app, &params, &config) {
+                        Ok(()) => runs.push((app, params.clone(), config)),
                         Err(e) => problems.push(format!(
                             "{} under {}: {e:#}",
                             app.name(),
@@ -579,6 +685,15 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
         );
     }
     let node = dsm::launch::is_node_process();
+    if let (false, Some((_, _, c))) = (node, runs.first()) {
+        if c.clock == ClockMode::Modeled {
+            println!(
+                "clock: modeled, platform {} (network {}); seq s and par s are virtual",
+                c.platform.name,
+                c.platform.network_summary()
+            );
+        }
+    }
     if !node {
         println!(
             "{:<10} {:<11} {:>8} {:>8} {:>7} {:>8} {:>6} {:>6} {:>6} {:>8} {:>12} {:>10}  result",

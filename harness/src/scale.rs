@@ -1,13 +1,40 @@
 //! The CPU scale factor of the modeled clock (`DESIGN.md`, "Time: two clocks"): the
 //! platform's sequential time for an app at the paper's input over this machine's
-//! sequential time on the same input. Never fitted to the results it is meant to reproduce.
+//! sequential thread CPU time on the same input. The modeled clock multiplies every
+//! compute burst's CPU time by it, so the paper's ratio of communication to computation
+//! (the Memory Channel paper's q-ratio) is kept. Never fitted to the results it is meant to
+//! reproduce.
+//!
+//! # One factor for every size
+//!
+//! The factor is a property of an app's code on the two machines, not of its input, so
+//! it is always measured at the paper's input (the only size the platform has a time
+//! for) and a modeled run at `--size small` or `test` uses that same factor. Caches and
+//! memory make the true ratio drift somewhat with the input; the paper size is the one
+//! the paper's figures are about.
+//!
+//! # The cache
+//!
+//! A paper-size sequential run can take minutes (TSP), so this machine's time is measured
+//! once and kept in a JSON file: `$CASHMERE_CACHE_DIR/sequential.json`, else
+//! `$XDG_CACHE_HOME/cashmere/sequential.json`, else `~/.cache/cashmere/sequential.json`.
+//! An entry is keyed by the app, its paper-size parameters and a fingerprint of this host
+//! (the CPU model and the build's optimization level), so a new machine, new parameters or
+//! a build of another profile measure again. A file that does not parse is reported,
+//! ignored and rewritten; a file that cannot be written is reported, and the run goes on.
+//!
+//! Node processes (`--exec processes`) never measure: the launching process measured (and
+//! cached) before it started them, and they read its measurement from the cache.
 
-use app_common::App;
+use anyhow::{bail, Context};
+use app_common::{App, Params, Size};
 use dsm::platform::Platform;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// An app's CPU scale factor and where its parts come from.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[allow(dead_code)] // used by `cashmere table` and `run --clock modeled` (in progress)
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Scale {
     /// Virtual ns per ns of this machine's thread CPU time.
     pub factor: f64,
@@ -15,29 +42,570 @@ pub struct Scale {
     pub platform_seq_s: f64,
     /// This machine's sequential CPU time at the paper's input, seconds.
     pub our_seq_s: f64,
-    /// How `our_seq_s` was obtained (measured now, or read from a cache file).
+    /// How `our_seq_s` was obtained: `measured now (N s)`, `cached in PATH (measured
+    /// DATE)`, or `given by --cpu-scale`.
     pub how: String,
 }
 
-/// The scale factor of `app` on `platform` (provisional: measures the paper-size
-/// sequential run every time; to be cached).
-#[allow(dead_code)]
+impl std::fmt::Display for Scale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.our_seq_s > 0.0 {
+            write!(
+                f,
+                "{:.3} ({:.1} s on the platform / {:.2} s CPU here, {})",
+                self.factor, self.platform_seq_s, self.our_seq_s, self.how
+            )
+        } else {
+            write!(f, "{:.3} ({})", self.factor, self.how)
+        }
+    }
+}
+
+/// The scale factor of `app` on `platform`, from the cache or measured now (and cached).
 pub fn cpu_scale(app: &dyn App, platform: &Platform) -> anyhow::Result<Scale> {
+    let file = cache_file();
+    let may_measure = !dsm::launch::is_node_process();
+    scale_of(app, platform, file.as_deref(), may_measure, &mut |line| {
+        eprintln!("cashmere: {line}")
+    })
+}
+
+/// The factor a modeled run uses: the one the user gave (`--cpu-scale`), else
+/// [`cpu_scale`].
+pub fn for_run(app: &dyn App, platform: &Platform, given: Option<f64>) -> anyhow::Result<Scale> {
+    match given {
+        Some(factor) => Ok(Scale {
+            factor,
+            platform_seq_s: platform
+                .sequential_s
+                .get(app.name())
+                .copied()
+                .unwrap_or(0.0),
+            our_seq_s: 0.0,
+            how: "given by --cpu-scale".into(),
+        }),
+        None => cpu_scale(app, platform),
+    }
+}
+
+/// [`cpu_scale`] with its cache file, whether it may measure, and where its notes go.
+fn scale_of(
+    app: &dyn App,
+    platform: &Platform,
+    cache: Option<&Path>,
+    may_measure: bool,
+    say: &mut dyn FnMut(String),
+) -> anyhow::Result<Scale> {
     let Some(&platform_seq_s) = platform.sequential_s.get(app.name()) else {
-        anyhow::bail!(
-            "platform {} has no sequential time for {}; add it to the platform file's sequential_s",
+        bail!(
+            "platform {} has no sequential time for {}, so the modeled clock has no CPU scale \
+             factor for it; add `{} = SECONDS` to the platform file's [sequential_s], or give \
+             the factor with --cpu-scale",
             platform.name,
+            app.name(),
             app.name()
         );
     };
-    let params = app_common::Params::resolve(app.name(), app.params(), app_common::Size::Paper, &[])?;
-    let t0 = dsm::sys::thread_cpu_ns();
-    app.sequential(&params)?;
-    let our_seq_s = (dsm::sys::thread_cpu_ns() - t0) as f64 / 1e9;
-    Ok(Scale {
+    let params = Params::resolve(app.name(), app.params(), Size::Paper, &[])?;
+    let key = Key {
+        app: app.name().to_string(),
+        params: params_text(&params),
+        host: host_fingerprint(),
+    };
+    let scale = |our_seq_s: f64, how: String| Scale {
         factor: platform_seq_s / our_seq_s,
         platform_seq_s,
         our_seq_s,
-        how: "measured now".into(),
-    })
+        how,
+    };
+    if let Some(path) = cache {
+        if let Some(e) = Cache::load(path, say).get(&key) {
+            return Ok(scale(
+                e.our_seq_s,
+                format!("cached in {} (measured {})", path.display(), e.measured),
+            ));
+        }
+    }
+    let place = match cache {
+        Some(path) => format!("caches it in {}", path.display()),
+        None => "cannot cache it (no HOME, XDG_CACHE_HOME or CASHMERE_CACHE_DIR)".into(),
+    };
+    if !may_measure {
+        bail!(
+            "node process: this machine's sequential time of {} at the paper's input is not in \
+             the cache; the launching process measures it and {place}; make that place \
+             writable (or set CASHMERE_CACHE_DIR), or give the factor with --cpu-scale",
+            app.name()
+        );
+    }
+    say(format!(
+        "measuring {}'s sequential CPU time at the paper's input ({}) on this machine, once: \
+         the modeled clock's CPU scale factor is the platform's time over this one; this can \
+         take minutes, and cashmere {place}",
+        app.name(),
+        key.params
+    ));
+    let our_seq_s = measure(app, &params)?;
+    if let Some(path) = cache {
+        let entry = Entry {
+            app: key.app.clone(),
+            params: key.params.clone(),
+            host: key.host.clone(),
+            our_seq_s,
+            measured: utc_time(now_unix_s()),
+        };
+        Cache::add(path, key.text(), entry, say);
+    }
+    Ok(scale(our_seq_s, format!("measured now ({our_seq_s:.1} s)")))
+}
+
+/// The thread CPU time of `app`'s sequential run, in seconds.
+fn measure(app: &dyn App, params: &Params) -> anyhow::Result<f64> {
+    let data = app.data_bytes(params)?;
+    if let Some(total) = dsm::sys::total_memory_bytes() {
+        if data > total {
+            bail!(
+                "{} at the paper's input needs about {:.1} GiB, more than this machine's {:.1} \
+                 GiB, so its sequential time cannot be measured here; give the CPU scale factor \
+                 with --cpu-scale",
+                app.name(),
+                data as f64 / (1u64 << 30) as f64,
+                total as f64 / (1u64 << 30) as f64
+            );
+        }
+    }
+    let t0 = dsm::sys::thread_cpu_ns();
+    app.sequential(params)
+        .with_context(|| format!("sequential {} at the paper's input", app.name()))?;
+    let ns = dsm::sys::thread_cpu_ns() - t0;
+    if ns == 0 {
+        bail!(
+            "{}'s sequential run took no measurable CPU time, so it gives no scale factor",
+            app.name()
+        );
+    }
+    Ok(ns as f64 / 1e9)
+}
+
+/// The default cache file (module doc), if there is a place for it.
+pub fn cache_file() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let dir = var("CASHMERE_CACHE_DIR")
+        .or_else(|| {
+            var("XDG_CACHE_HOME")
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join("cashmere"))
+        })
+        .or_else(|| var("HOME").map(|h| h.join(".cache").join("cashmere")))?;
+    Some(dir.join("sequential.json"))
+}
+
+/// What a measurement depends on.
+struct Key {
+    app: String,
+    params: String,
+    host: String,
+}
+
+impl Key {
+    fn text(&self) -> String {
+        format!("{} [{}] on {}", self.app, self.params, self.host)
+    }
+}
+
+/// `key=value` pairs in the app's order.
+fn params_text(params: &Params) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// This host's CPU model and the build's optimization level (from `build.rs`): what makes
+/// a measurement reusable.
+fn host_fingerprint() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{model}, {}", env!("CASHMERE_BUILD"))
+}
+
+/// One measurement in the cache file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Entry {
+    app: String,
+    params: String,
+    host: String,
+    our_seq_s: f64,
+    /// When, in UTC (`2026-11-23 16:00 UTC`).
+    measured: String,
+}
+
+/// The cache file's contents.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Cache {
+    /// 1; a file with another schema is ignored.
+    schema: u32,
+    /// By [`Key::text`].
+    entries: BTreeMap<String, Entry>,
+}
+
+const SCHEMA: u32 = 1;
+
+impl Cache {
+    /// The cache at `path`: empty if there is none; a file that cannot be read or parsed
+    /// is reported through `say` and taken as empty.
+    fn load(path: &Path, say: &mut dyn FnMut(String)) -> Cache {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Cache::default(),
+            Err(e) => {
+                say(format!(
+                    "cannot read the cache file {}: {e}; measuring again",
+                    path.display()
+                ));
+                return Cache::default();
+            }
+        };
+        match serde_json::from_str::<Cache>(&text) {
+            Ok(c) if c.schema == SCHEMA && c.entries.values().all(|e| e.our_seq_s > 0.0) => c,
+            Ok(_) => {
+                say(format!(
+                    "ignoring the cache file {}: another version of cashmere wrote it, or it \
+                     holds a time that is not positive; it will be rewritten",
+                    path.display()
+                ));
+                Cache::default()
+            }
+            Err(e) => {
+                say(format!(
+                    "ignoring the cache file {}: it is not valid ({e}); it will be rewritten",
+                    path.display()
+                ));
+                Cache::default()
+            }
+        }
+    }
+
+    fn get(&self, key: &Key) -> Option<&Entry> {
+        self.entries
+            .get(&key.text())
+            .filter(|e| e.app == key.app && e.params == key.params && e.host == key.host)
+    }
+
+    /// Adds `entry` to the file at `path` (re-read just before, so that what another
+    /// process added meanwhile stays), writing a temporary file and renaming it so that a
+    /// reader never sees half a file. A failure is reported through `say`, not returned:
+    /// the measurement is still good for this run.
+    fn add(path: &Path, key: String, entry: Entry, say: &mut dyn FnMut(String)) {
+        let mut cache = Cache::load(path, &mut |_| {});
+        cache.schema = SCHEMA;
+        cache.entries.insert(key, entry);
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+            let text = serde_json::to_string_pretty(&cache).map_err(std::io::Error::other)?;
+            std::fs::write(&tmp, text + "\n")?;
+            std::fs::rename(&tmp, path).inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })
+        };
+        if let Err(e) = write() {
+            say(format!(
+                "cannot write the cache file {}: {e}; the next modeled run will measure again \
+                 (set CASHMERE_CACHE_DIR to a writable directory)",
+                path.display()
+            ));
+        }
+    }
+}
+
+fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DD HH:MM UTC` (the civil-from-days algorithm of
+/// H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
+fn utc_time(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let (hour, minute) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app_common::{AppError, AppResult, Mismatch, ParamSpec};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A stand-in app whose sequential run is a short loop, counted.
+    struct Fake {
+        runs: AtomicUsize,
+    }
+
+    const FAKE_PARAMS: &[ParamSpec] = &[ParamSpec {
+        name: "n",
+        help: "loop length",
+        defaults: ["10", "100", "200000"],
+    }];
+
+    impl App for Fake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn description(&self) -> &'static str {
+            "a loop"
+        }
+        fn params(&self) -> &'static [ParamSpec] {
+            FAKE_PARAMS
+        }
+        fn data_bytes(&self, _: &Params) -> Result<u64, AppError> {
+            Ok(0)
+        }
+        fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            let n: u64 = params.str("n")?.parse().expect("a number");
+            let sum = (0..n).fold(0u64, |s, i| std::hint::black_box(s.wrapping_add(i * i)));
+            std::hint::black_box(sum);
+            Ok(AppResult::new())
+        }
+        fn parallel(
+            &self,
+            _: &Params,
+            _: &dsm::Config,
+        ) -> Result<(AppResult, dsm::Report<()>), AppError> {
+            Err(AppError::Other(
+                "the fake app has no parallel version".into(),
+            ))
+        }
+        fn check(&self, _: &AppResult, _: &AppResult) -> Result<(), Mismatch> {
+            Ok(())
+        }
+    }
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let dir =
+                std::env::temp_dir().join(format!("cashmere-scale-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn platform() -> Platform {
+        let mut p = dsm::platform::by_name(dsm::platform::DEFAULT).unwrap();
+        p.sequential_s.insert("fake".into(), 2.0);
+        p
+    }
+
+    /// Runs `scale_of` and returns the scale and what it said.
+    fn scale(
+        app: &Fake,
+        cache: Option<&Path>,
+        may_measure: bool,
+    ) -> (anyhow::Result<Scale>, Vec<String>) {
+        let mut said = Vec::new();
+        let s = scale_of(app, &platform(), cache, may_measure, &mut |l| said.push(l));
+        (s, said)
+    }
+
+    #[test]
+    fn the_second_call_reads_the_cache() {
+        let dir = TempDir::new("second");
+        let file = dir.0.join("sub").join("sequential.json");
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        let (first, said) = scale(&app, Some(&file), true);
+        let first = first.unwrap();
+        assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+        assert!(first.how.starts_with("measured now ("), "{}", first.how);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0]
+                .contains("measuring fake's sequential CPU time at the paper's input (n=200000)"),
+            "{said:?}"
+        );
+        assert!(said[0].contains(&file.display().to_string()), "{said:?}");
+        assert_eq!(first.factor, 2.0 / first.our_seq_s);
+
+        let (second, said) = scale(&app, Some(&file), true);
+        let second = second.unwrap();
+        assert_eq!(
+            app.runs.load(Ordering::SeqCst),
+            1,
+            "the second call measured again"
+        );
+        assert!(said.is_empty(), "{said:?}");
+        assert_eq!(second.our_seq_s, first.our_seq_s);
+        assert_eq!(second.factor, first.factor);
+        assert!(
+            second
+                .how
+                .starts_with(&format!("cached in {} (measured 20", file.display())),
+            "{}",
+            second.how
+        );
+
+        // A node process finds the launcher's measurement and measures nothing.
+        let (third, _) = scale(&app, Some(&file), false);
+        assert_eq!(third.unwrap().our_seq_s, first.our_seq_s);
+        assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_corrupt_cache_is_reported_ignored_and_rewritten() {
+        let dir = TempDir::new("corrupt");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let file = dir.0.join("sequential.json");
+        for garbage in [
+            "{ not json",
+            "{\"schema\": 7, \"entries\": {}}",
+            "[1, 2, 3]",
+        ] {
+            std::fs::write(&file, garbage).unwrap();
+            let app = Fake {
+                runs: AtomicUsize::new(0),
+            };
+            let (s, said) = scale(&app, Some(&file), true);
+            assert!(s.is_ok(), "{garbage}: {s:?}");
+            assert_eq!(app.runs.load(Ordering::SeqCst), 1, "{garbage}");
+            assert!(
+                said[0].starts_with(&format!("ignoring the cache file {}", file.display())),
+                "{said:?}"
+            );
+            assert!(said[0].contains("rewritten"), "{said:?}");
+            let mut quiet = Vec::new();
+            let reread = Cache::load(&file, &mut |l| quiet.push(l));
+            assert!(
+                quiet.is_empty(),
+                "{garbage}: the cache was not rewritten: {quiet:?}"
+            );
+            assert_eq!(reread.entries.len(), 1);
+        }
+    }
+
+    #[test]
+    fn an_unwritable_cache_is_reported_and_the_run_goes_on() {
+        let dir = TempDir::new("unwritable");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        // A regular file where the cache's directory should be.
+        let blocker = dir.0.join("not-a-dir");
+        std::fs::write(&blocker, "").unwrap();
+        let file = blocker.join("sequential.json");
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        let (s, said) = scale(&app, Some(&file), true);
+        assert!(s.is_ok(), "{s:?}");
+        assert!(
+            said.iter()
+                .any(|l| l.starts_with("cannot write the cache file")),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_node_process_never_measures() {
+        let dir = TempDir::new("node");
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        let (s, _) = scale(&app, Some(&dir.0.join("sequential.json")), false);
+        let e = s.unwrap_err().to_string();
+        assert!(
+            e.contains("node process") && e.contains("--cpu-scale"),
+            "{e}"
+        );
+        assert_eq!(app.runs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn an_entry_of_another_host_does_not_count() {
+        let dir = TempDir::new("keys");
+        let file = dir.0.join("sequential.json");
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        scale(&app, Some(&file), true).0.unwrap();
+        let mut said = Vec::new();
+        let mut cache = Cache::load(&file, &mut |l| said.push(l));
+        let (key, entry) = cache.entries.pop_first().unwrap();
+        let mut other_host = entry.clone();
+        other_host.host = "Alpha 21164A, release build".into();
+        cache.entries.insert(key, other_host);
+        std::fs::write(&file, serde_json::to_string(&cache).unwrap()).unwrap();
+        scale(&app, Some(&file), true).0.unwrap();
+        assert_eq!(
+            app.runs.load(Ordering::SeqCst),
+            2,
+            "an entry of another host was used"
+        );
+    }
+
+    #[test]
+    fn an_app_the_platform_has_no_time_for_is_an_error() {
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        let p = dsm::platform::by_name(dsm::platform::DEFAULT).unwrap();
+        let e = scale_of(&app, &p, None, true, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no sequential time for fake") && e.contains("[sequential_s]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_given_factor_is_used_as_is() {
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        let s = for_run(&app, &platform(), Some(3.5)).unwrap();
+        assert_eq!((s.factor, s.how.as_str()), (3.5, "given by --cpu-scale"));
+        assert_eq!(app.runs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn utc_times() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc_time(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc_time(1_700_000_000), "2023-11-14 22:13 UTC");
+        assert_eq!(utc_time(4_102_444_799), "2099-12-31 23:59 UTC");
+    }
 }

@@ -314,10 +314,9 @@ fn names(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
 
-/// The platform `--platform` names (a built-in one; platform files come with
-/// `dsm::platform::resolve`).
+/// The platform `--platform` names: a built-in one or a platform file.
 fn platform(name: &str) -> anyhow::Result<dsm::platform::Platform> {
-    dsm::platform::by_name(name).map_err(|e| anyhow::anyhow!("--platform: {e}"))
+    dsm::platform::resolve(name).map_err(|e| anyhow::anyhow!("--platform: {e}"))
 }
 
 /// The validated configuration of variant `p`, as `cashmere run` would build it, with the
@@ -343,6 +342,9 @@ fn variant_config(
         heap_mb: a.heap_mb.clone(),
         homes: None,
         stall_timeout: None,
+        clock: Some(clock.to_string()),
+        platform: Some(a.platform.clone()),
+        cpu_scale: None,
     };
     let mut config = cluster.config()?;
     config.clock = clock;

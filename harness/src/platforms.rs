@@ -1,0 +1,68 @@
+//! `cashmere platforms`: the platforms the modeled clock can charge, and `--dump` to start
+//! a platform file of one's own.
+
+use clap::Args;
+use dsm::platform::{self, Platform};
+
+#[derive(Args, Debug)]
+pub struct PlatformsArgs {
+    /// Print this platform (a built-in name or a platform file) as a platform file to
+    /// edit: `cashmere platforms --dump alphaserver-mc2 > my.toml`, then `--platform
+    /// my.toml`.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub dump: Option<String>,
+}
+
+pub fn platforms(a: PlatformsArgs) -> anyhow::Result<()> {
+    if let Some(which) = a.dump {
+        let p = platform::resolve(&which).map_err(anyhow::Error::msg)?;
+        print!("{}", platform::to_file_text(&p));
+        return Ok(());
+    }
+    let all = platform::builtin();
+    println!(
+        "{:<16} {:<9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8}  apps timed",
+        "name",
+        "network",
+        "fault us",
+        "mprot us",
+        "copy/B",
+        "scan/B",
+        "run us",
+        "apply/B",
+        "hndlr us",
+        "sync us"
+    );
+    for p in &all {
+        print_row(p);
+    }
+    println!();
+    for p in &all {
+        println!("{}: {}", p.name, p.title);
+        println!("  source: {}", p.source);
+    }
+    println!(
+        "\nPer-byte costs are ns per byte. `cashmere platforms --dump NAME > my.toml` writes a \
+         platform as a file to edit; run with `--clock modeled --platform my.toml`."
+    );
+    Ok(())
+}
+
+fn print_row(p: &Platform) {
+    let h = &p.host;
+    let us = |ns: u64| ns as f64 / 1e3;
+    println!(
+        "{:<16} {:<9} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>7.2} {:>8.2} {:>8.1} {:>8.1}  {}",
+        p.name,
+        p.network_summary(),
+        us(h.fault_ns),
+        us(h.mprotect_ns),
+        h.copy_ns_per_byte,
+        h.diff_scan_ns_per_byte,
+        us(h.diff_run_ns),
+        h.diff_apply_ns_per_byte,
+        us(h.handler_ns),
+        us(h.local_sync_ns),
+        p.sequential_s.len()
+    );
+}
