@@ -22,10 +22,11 @@ impl Node {
     /// broadcast buffers too if the page is widely read.
     pub(super) fn broadcast_serve(&self, p: u32, _st: &PageState) -> Vec<u8> {
         let Some(b) = &self.regions.broadcast else {
-            return self.copy_page(p);
+            // The copy into the reply is the transfer (charged as wire time).
+            return self.snapshot_page(p);
         };
         let tag = b.epoch(&self.net, p);
-        let data = self.copy_page(p);
+        let data = self.snapshot_page(p);
         if b.note_request(p, self.service.pending_fetches(p)) && b.publish(&self.net, p, tag, &data)
         {
             NodeCounters::bump(&self.counters.pages_broadcast);

@@ -267,9 +267,10 @@ impl Node {
         self.snapshot_page(p)
     }
 
-    /// [`Node::copy_page`] without its modeled cost: the diff scan reads the page in
-    /// place on the modeled platform (its cost is the scan's); the copy is ours.
-    fn snapshot_page(&self, p: u32) -> Vec<u8> {
+    /// [`Node::copy_page`] without its modeled cost: where the modeled platform does not
+    /// copy (the diff scan reads the page in place, at the scan's cost; a page sent to
+    /// another node is stored straight into the network, at the wire's cost).
+    pub(super) fn snapshot_page(&self, p: u32) -> Vec<u8> {
         let mut out = vec![0u8; self.page_bytes];
         // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
         // the heap (alias_ptr asserts it), and out is a distinct buffer of page_bytes.

@@ -319,7 +319,8 @@ impl Node {
         st.sharers |= 1u64 << from;
         if migrate {
             debug_assert_ne!(self.protocol.data, DataStrategy::RemoteWrite);
-            let data = self.copy_page(p);
+            // The copy into the grant is the transfer (charged as wire time).
+            let data = self.snapshot_page(p);
             let mut sharers = self.dir.sharers(&self.net, p, st) | 1u64 << from;
             if st.access == super::Access::Invalid {
                 sharers &= !(1u64 << self.id);

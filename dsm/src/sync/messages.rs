@@ -59,6 +59,8 @@ impl Managed {
     }
 
     pub(crate) fn lock_acquire<H: SyncHost + ?Sized>(&self, host: &H, lock: usize) {
+        // Modeled time: the requester's local step (as the Memory Channel lock's).
+        crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
         ask(
             host,
             lock % host.nodes(),
@@ -116,6 +118,10 @@ impl Managed {
                 .unwrap_or_else(|e| panic!("{e}"))
         };
         let mut g = self.objects.lock().expect("poisoned");
+        if matches!(msg, Msg::LockAcquire { .. }) {
+            // Modeled time: the manager's step on its lock record.
+            crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
+        }
         match msg {
             Msg::LockAcquire { lock } => {
                 let id = lock as usize;

@@ -30,6 +30,8 @@ pub(crate) struct Network {
     barriers: (Region, u64),
     /// One u64 per flag.
     flags: Region,
+    /// The value of this node's next bid (any nonzero value means "bidding").
+    next_bid: std::sync::atomic::AtomicU32,
     /// The node-local test-and-set lock in front of each network lock.
     local_locks: Box<[SeamLock<()>]>,
 }
@@ -69,6 +71,7 @@ impl Network {
             barriers: (b, bstride),
             flags: f,
             local_locks: (0..nlocks).map(|_| SeamLock::new(())).collect(),
+            next_bid: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -78,6 +81,8 @@ impl Network {
         self.local_locks[lock]
             .hold(&host.seam(), WaitFor::LocalLock { id: lock })
             .unwrap_or_else(|e| panic!("{e}"));
+        // Modeled time: the node's test-and-set step in hardware-coherent memory.
+        crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
         self.bid(host, lock);
     }
 
@@ -91,9 +96,12 @@ impl Network {
             (0..nodes).all(|n| n == me_node || net.rx(region).load_u32(base + 4 * n as u64) == 0)
         };
         let mut backoff = 1u32 + me_node as u32;
-        let own = || net.rx(region).load_u32(me) == 1;
         loop {
-            net.tx(region).write_u32(me, 1);
+            // A bid value of our own, so that the loopback we wait for is this bid's and
+            // not an earlier one's whose withdrawal is still on its way to us.
+            let bid = self.next_bid.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 0x7FFF_FFFF + 1;
+            let own = || net.rx(region).load_u32(me) == bid;
+            net.tx(region).write_u32(me, bid);
             // Loopback: once our own bid has come back to us, it has landed everywhere
             // (total order), and so has every bid written before it.
             wait_until(
