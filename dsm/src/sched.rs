@@ -308,7 +308,7 @@ impl Sched {
                 why += &format!(" {who} (at {} ns) waits for {what};", a.clock);
             }
         }
-        why += " this is a bug in the runtime: please report it with the command that ran";
+        why += " if the program cannot wait forever like this (a flag nobody sets, a lock never released), this is a bug in the runtime: please report it with the command that ran";
         crate::launch::record_failure(&self.fabric, 0, &why);
         self.fabric.abort();
         self.abort_all(st);

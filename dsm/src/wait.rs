@@ -128,9 +128,10 @@ pub(crate) enum WaitFor {
 impl std::fmt::Display for WaitFor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
-            WaitFor::Reply { to, kind } => {
-                write!(f, "the reply to a kind-{kind} request to node {to}")
-            }
+            WaitFor::Reply { to, kind } => match crate::wire::kind_name(kind) {
+                Some(name) => write!(f, "the reply to a {name} request to node {to}"),
+                None => write!(f, "the reply to a kind-{kind} request to node {to}"),
+            },
             WaitFor::RingSpace { to } => write!(f, "space in the message ring to node {to}"),
             WaitFor::Acks { kind, nodes } => {
                 write!(

@@ -205,6 +205,24 @@ pub(crate) struct DiffRuns<'a> {
     bytes: &'a [u8],
 }
 
+/// The name of message kind `kind` (`None` if no message has it).
+pub(crate) fn kind_name(kind: u16) -> Option<&'static str> {
+    Some(match kind {
+        kind::HOME => "HomeQuery",
+        kind::FETCH => "Fetch",
+        kind::DIFF => "Diff",
+        kind::DROP => "Drop",
+        kind::NOTICE => "Notice",
+        kind::LOCK_ACQ => "LockAcquire",
+        kind::LOCK_REL => "LockRelease",
+        kind::BARRIER => "Barrier",
+        kind::FLAG_SET => "FlagSet",
+        kind::FLAG_WAIT => "FlagWait",
+        kind::STOP => "Shutdown",
+        _ => return None,
+    })
+}
+
 impl<'a> DiffRuns<'a> {
     /// Encodes `runs` (offset, changed bytes) into `buf` (cleared first) and returns the
     /// view over it. There is no byte budget here: use [`DiffWriter`] to split a diff over
@@ -393,20 +411,7 @@ impl<'a> Msg<'a> {
     /// Decodes the payload of a message of `kind`. Zero-copy: diff runs and page lists
     /// borrow `payload`.
     pub(crate) fn decode(kind: u16, payload: &'a [u8]) -> Result<Msg<'a>, DecodeError> {
-        let record = match kind {
-            kind::HOME => "HomeQuery",
-            kind::FETCH => "Fetch",
-            kind::DIFF => "Diff",
-            kind::DROP => "Drop",
-            kind::NOTICE => "Notice",
-            kind::LOCK_ACQ => "LockAcquire",
-            kind::LOCK_REL => "LockRelease",
-            kind::BARRIER => "Barrier",
-            kind::FLAG_SET => "FlagSet",
-            kind::FLAG_WAIT => "FlagWait",
-            kind::STOP => "Shutdown",
-            _ => return Err(DecodeError::UnknownKind(kind)),
-        };
+        let record = kind_name(kind).ok_or(DecodeError::UnknownKind(kind))?;
         let mut r = Reader::new(payload, record);
         let msg = match kind {
             kind::HOME => Msg::HomeQuery { page: r.page()? },

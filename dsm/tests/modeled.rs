@@ -142,3 +142,25 @@ fn a_contended_lock_takes_the_hand_computed_virtual_time() {
         .expect("run");
     assert_eq!(r.results, vec![2_004, 6_140]);
 }
+
+/// A wait nobody ends is reported with who waits for what, not a hang: processor 1 waits
+/// for a flag nobody sets, processor 0 for it at the run's final barrier.
+#[test]
+fn a_deadlock_is_reported_with_who_waits_for_what() {
+    for v in [CSM_DMS, CSM_NONE] {
+        let err = Cluster::new(modeled(2, 1, v))
+            .run(|s| {
+                let flag = s.flag();
+                move |p| {
+                    if p.id() == 1 {
+                        flag.wait(p);
+                    }
+                }
+            })
+            .expect_err("a deadlock must fail the run");
+        let text = err.to_string();
+        assert!(text.contains("deadlocked"), "{}: {text}", v.name);
+        assert!(text.contains("processor 0 of node 1"), "{}: {text}", v.name);
+        assert!(text.to_lowercase().contains("flag"), "{}: {text}", v.name);
+    }
+}

@@ -609,3 +609,37 @@ fn progress_is_plain_lines_when_standard_error_is_not_a_terminal() {
         o.stderr
     );
 }
+
+/// `bench proto --clock modeled` composes the protocol's basic operations from the
+/// built-in platform's costs through the real protocol code and the scheduler: every row
+/// lands within 25% of the paper's Table 2 (the bench itself counts the rows that miss).
+#[test]
+fn modeled_basic_operations_land_within_a_quarter_of_table_2() {
+    let o = cashmere(
+        &[
+            "bench",
+            "proto",
+            "--clock",
+            "modeled",
+            "--iters",
+            "20",
+            "--adb-nodes",
+            "",
+            "--no-migration",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "bench failed: {}", o.stderr);
+    assert!(
+        o.stdout.contains("Beside Stets et al., Table 2"),
+        "no comparison printed: {}",
+        o.stdout
+    );
+    let rows = o.stdout.lines().filter(|l| l.contains("  CSM-")).count();
+    assert_eq!(rows, 12, "six rows for each of CSM-DMS and CSM-None: {}", o.stdout);
+    assert!(
+        o.stdout.contains("0 row(s) more than 25% off the paper"),
+        "{}",
+        o.stdout
+    );
+}
