@@ -44,7 +44,7 @@ const MIN_NOTICE_RING_BYTES: u64 = 8192;
 const NOTICE_SPACE_BYTES: u64 = 16 << 20;
 
 pub(crate) enum Directory {
-    Replicated(Replicated),
+    Replicated(Box<Replicated>),
     HomeHeld(HomeHeld),
 }
 
@@ -138,7 +138,7 @@ impl Directory {
             "directory fences",
         )?;
         net.attach_rx(&fences, net.node() as u64 * fence_part, 8, true);
-        Ok(Directory::Replicated(Replicated {
+        Ok(Directory::Replicated(Box::new(Replicated {
             dir,
             stride,
             notices,
@@ -153,7 +153,7 @@ impl Directory {
             assign: Mutex::new(()),
             send: Mutex::new(vec![(0, 0); nodes]),
             recv: Mutex::new(vec![(0, 0); nodes]),
-        }))
+        })))
     }
 
     pub fn home_held(npages: usize) -> Directory {
