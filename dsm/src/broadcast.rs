@@ -329,17 +329,14 @@ impl Broadcast {
     /// The sum of `p`'s counters if two reads of them agree (see "Epochs" in the module doc).
     fn snapshot(&self, net: &Net, p: u32) -> Option<u64> {
         let rx = net.rx(self.epochs);
-        // Our own count from our copy: our latest increments may not have come back to
-        // our replica yet, and a copy that misses our own released writes must not pass.
+        // Every count from the replica, our own included: a snapshot is a prefix of the
+        // network's total order only so (see "Epochs"). A releaser's own increment is in
+        // its replica before its release reads the sharers: it fences there
+        // (`Directory::fence`), and a processor of this node that faults on the page waits
+        // for the page lock the releaser holds until then.
         let sum = || -> u64 {
             (0..self.nodes)
-                .map(|n| {
-                    if n == self.node {
-                        self.own_counts[p as usize].load(Ordering::Relaxed) as u64
-                    } else {
-                        rx.load_u32(self.counter_at(p, n)) as u64
-                    }
-                })
+                .map(|n| rx.load_u32(self.counter_at(p, n)) as u64)
                 .sum()
         };
         let first = sum();
