@@ -44,7 +44,7 @@ fn counter_program(c: Config) -> (u64, dsm::Report<()>) {
 
 #[test]
 fn every_variant_runs_correctly_under_the_modeled_clock() {
-    for v in protocol_variants::ALL {
+    for v in protocol_variants::ALL.iter().copied().filter(|v| !v.adaptive_broadcast) {
         for (nodes, procs) in [(2, 1), (2, 2), (4, 2)] {
             let (_, r) = counter_program(modeled(nodes, procs, v));
             assert_eq!(r.clock, "modeled");
@@ -163,4 +163,13 @@ fn a_deadlock_is_reported_with_who_waits_for_what() {
         assert!(text.contains("processor 0 of node 1"), "{}: {text}", v.name);
         assert!(text.to_lowercase().contains("flag"), "{}: {text}", v.name);
     }
+}
+
+/// CSM-ADB is refused under the modeled clock until its known bug is fixed, with a message.
+#[test]
+fn adaptive_broadcast_is_refused_under_the_modeled_clock() {
+    let err = Cluster::new(modeled(2, 1, protocol_variants::CSM_ADB))
+        .run(|_| |_: &dsm::Proc| ())
+        .expect_err("CSM-ADB must be refused");
+    assert!(err.to_string().contains("not available under the modeled clock"), "{err}");
 }
