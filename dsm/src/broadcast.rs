@@ -312,7 +312,9 @@ impl Broadcast {
 
     /// The releaser (or the home applying a diff): p was modified; invalidates every broadcast copy of it.
     /// Call it after the diff of `p` is transmitted (or applied) and before the release
-    /// completes: it returns once the increment has landed everywhere.
+    /// completes. The increment lands with the network's latency (at once under the wall
+    /// clock); a releaser's acknowledge request before it reads the sharers puts it in
+    /// every replica, its own included.
     pub fn note_modified(&self, net: &Net, p: u32) {
         self.check_net(net);
         self.check_page(p);
@@ -331,8 +333,8 @@ impl Broadcast {
         let rx = net.rx(self.epochs);
         // Every count from the replica, our own included: a snapshot is a prefix of the
         // network's total order only so (see "Epochs"). A releaser's own increment is in
-        // its replica before its release reads the sharers: it fences there
-        // (`Directory::fence`), and a processor of this node that faults on the page waits
+        // its replica before its release reads the sharers (its acknowledge request there,
+        // `engine/data.rs`), and a processor of this node that faults on the page waits
         // for the page lock the releaser holds until then.
         let sum = || -> u64 {
             (0..self.nodes)

@@ -162,6 +162,16 @@ impl std::str::FromStr for ClockMode {
     }
 }
 
+impl ClockMode {
+    /// Why this clock cannot run `protocol`, if it cannot.
+    pub fn refuses(self, protocol: &Protocol) -> Option<String> {
+        (self == ClockMode::Modeled && protocol.adaptive_broadcast).then(|| format!(
+            "{} is not available under the modeled clock yet: randomized data-race-free programs find lost updates there (a known bug of its broadcast copies' validity check with delayed writes); use the wall clock, or another variant",
+            protocol.name
+        ))
+    }
+}
+
 impl std::fmt::Display for ClockMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -394,8 +404,8 @@ impl Config {
         if self.clock == ClockMode::Modeled && self.mode != ExecMode::Threads {
             return bad("the modeled clock runs every node as threads of one process (its scheduler lives in this process); use --exec threads (DSM_EXEC=threads), or the wall clock".into());
         }
-        if self.clock == ClockMode::Modeled && self.protocol.adaptive_broadcast {
-            return bad(format!("{} is not available under the modeled clock yet: randomized data-race-free programs find lost updates there (a known bug of its broadcast copies' validity check with delayed writes); use the wall clock, or another variant", self.protocol.name));
+        if let Some(why) = self.clock.refuses(&self.protocol) {
+            return bad(why);
         }
         if self.clock == ClockMode::Modeled && !(self.cpu_scale.is_finite() && self.cpu_scale >= 0.0) {
             return bad(format!("the CPU scale factor {} is not a finite number >= 0", self.cpu_scale));

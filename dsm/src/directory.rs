@@ -57,9 +57,6 @@ pub(crate) struct Replicated {
     nodes: usize,
     /// Keep the home's `WRITING` bit (home migration reads it).
     track_writing: bool,
-    /// One loopback word per node (`fence`).
-    fences: Region,
-    fence_count: std::sync::atomic::AtomicU64,
     /// This node's own word of every page, as it last wrote it. A broadcast comes back
     /// to the writer's replica only with the network's latency (at once under the wall
     /// clock, later under the modeled one), so read-modify-writes of our own word start
@@ -131,13 +128,7 @@ impl Directory {
             "write-notice flow control",
         )?;
         net.attach_rx(&consumed, net.node() as u64 * part, part, false);
-        let fence_part = crate::net::MC_PAGE_BYTES;
-        let fences = net.alloc_region(
-            nodes as u64 * fence_part,
-            Backing::Pool,
-            "directory fences",
-        )?;
-        net.attach_rx(&fences, net.node() as u64 * fence_part, 8, true);
+
         Ok(Directory::Replicated(Box::new(Replicated {
             dir,
             stride,
@@ -146,8 +137,6 @@ impl Directory {
             consumed,
             nodes,
             track_writing,
-            fences,
-            fence_count: std::sync::atomic::AtomicU64::new(0),
             own: (0..npages).map(|_| AtomicU32::new(0)).collect(),
             assigned: (0..npages).map(|_| AtomicU32::new(0)).collect(),
             assign: Mutex::new(()),
@@ -261,35 +250,6 @@ impl Directory {
             Directory::Replicated(r) => net.rx(r.dir).load_u32(r.word(p, home)) & WRITING != 0,
             Directory::HomeHeld(_) => false,
         }
-    }
-
-    /// Replicated directory: returns once every write this node transmitted before has
-    /// reached every node, and every write ordered before those has reached this node (a
-    /// write to our own fence word comes back to us through the network's total order).
-    ///
-    /// A releaser whose diffs are remote-written (CSM-DMS) calls it between its diffs and
-    /// its read of a page's sharers: a node whose fetch reached the home before our diff
-    /// announced itself as a sharer before that fetch, so after the fence our replica
-    /// names it and it gets our write notice. Without the fence, a remote write in flight
-    /// (the modeled clock delays every one by the network's latency) leaves a window where
-    /// the fetch returns the page without our diff and our read of the directory misses
-    /// the fetcher. Under the wall clock every write has landed when it returns, and the
-    /// fence costs one write.
-    pub fn fence(&self, net: &Net, seam: &crate::wait::Seam<'_>) -> Result<(), crate::net::MsgError> {
-        if let Directory::Replicated(r) = self {
-            let n = r.fence_count.fetch_add(1, Ordering::Relaxed) + 1;
-            let at = net.node() as u64 * crate::net::MC_PAGE_BYTES;
-            net.tx(r.fences).write_u64(at, n);
-            let rx = net.rx(r.fences);
-            seam.until(
-                crate::wait::WaitFor::SyncWord {
-                    what: "the loopback of this node's directory fence",
-                    id: net.node(),
-                },
-                || rx.load_u64(at) >= n,
-            )?;
-        }
-        Ok(())
     }
 
     /// The nodes sharing `p`: from the replica, or (home-held, at the home) from the page's

@@ -63,6 +63,8 @@ pub(crate) enum Wake {
     Mailbox,
     /// One server for a message that landed in a ring (module doc).
     Server,
+    /// The one activity (an acknowledge request, [`ack_time`], wakes its requester).
+    Act(usize),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +104,8 @@ struct State {
     seq: u64,
     tx_free: Vec<u64>,
     rx_free: Vec<u64>,
+    /// Per sender, when its last transfer lands.
+    landed: Vec<u64>,
     hub_free: u64,
     finished: bool,
     aborted: bool,
@@ -175,6 +179,7 @@ impl Sched {
                 seq: 0,
                 tx_free: vec![0; nodes],
                 rx_free: vec![0; nodes],
+                landed: vec![0; nodes],
                 hub_free: 0,
                 finished: false,
                 aborted: false,
@@ -327,41 +332,45 @@ impl Sched {
         crate::sys::futex_wake(&self.go[id], 1);
     }
 
+    /// The ids of `node`'s processors, in order.
+    fn processors_of(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.procs).map(move |l| self.id_of(node, Some(l)))
+    }
+
     /// Wakes activities of `node` blocked for what `wake` says, at virtual time `t`.
     fn wake_locked(&self, st: &mut State, node: usize, wake: Wake, t: u64) {
-        let resume = |a: &mut Act| {
+        let woken = |a: &Act| match (wake, a.run) {
+            (Wake::All, Run::Blocked { .. }) => true,
+            (Wake::Mailbox, Run::Blocked { what, .. }) => {
+                matches!(what, WaitFor::Reply { .. } | WaitFor::Acks { .. })
+            }
+            _ => false,
+        };
+        let chosen: Vec<usize> = match wake {
+            Wake::Act(i) => matches!(st.acts[i].run, Run::Blocked { .. })
+                .then_some(i)
+                .into_iter()
+                .collect(),
+            Wake::Server => {
+                // A processor waiting since no later than the arrival, else the service.
+                let waiting = self.processors_of(node).find(|&i| {
+                    let a = &st.acts[i];
+                    matches!(a.run, Run::Blocked { serves: true, .. }) && a.clock <= t
+                });
+                let server = waiting.unwrap_or_else(|| self.id_of(node, None));
+                let blocked = matches!(st.acts[server].run, Run::Blocked { .. });
+                blocked.then_some(server).into_iter().collect()
+            }
+            _ => self
+                .processors_of(node)
+                .chain([self.id_of(node, None)])
+                .filter(|&i| woken(&st.acts[i]))
+                .collect(),
+        };
+        for i in chosen {
+            let a = &mut st.acts[i];
             a.clock = a.clock.max(t);
             a.run = Run::Runnable;
-        };
-        match wake {
-            Wake::All => {
-                for a in st.acts.iter_mut().filter(|a| a.node == node) {
-                    if matches!(a.run, Run::Blocked { .. }) {
-                        resume(a);
-                    }
-                }
-            }
-            Wake::Mailbox => {
-                for a in st.acts.iter_mut().filter(|a| a.node == node) {
-                    if let Run::Blocked { what, .. } = a.run {
-                        if matches!(what, WaitFor::Reply { .. } | WaitFor::Acks { .. }) {
-                            resume(a);
-                        }
-                    }
-                }
-            }
-            Wake::Server => {
-                let waiting = (0..self.procs)
-                    .map(|l| self.id_of(node, Some(l)))
-                    .find(|&i| {
-                        let a = &st.acts[i];
-                        matches!(a.run, Run::Blocked { serves: true, .. }) && a.clock <= t
-                    });
-                let server = waiting.unwrap_or_else(|| self.id_of(node, None));
-                if matches!(st.acts[server].run, Run::Blocked { .. }) {
-                    resume(&mut st.acts[server]);
-                }
-            }
         }
     }
 
@@ -552,14 +561,10 @@ pub(crate) fn steal(node: usize, ns: u64) {
     }
     with_current(|s, _| {
         let mut st = s.lock();
-        let target = (0..s.procs)
-            .map(|l| s.id_of(node, Some(l)))
+        let target = s
+            .processors_of(node)
             .find(|&i| !matches!(st.acts[i].run, Run::Blocked { .. } | Run::Done))
-            .or_else(|| {
-                (0..s.procs)
-                    .map(|l| s.id_of(node, Some(l)))
-                    .find(|&i| st.acts[i].run != Run::Done)
-            });
+            .or_else(|| s.processors_of(node).find(|&i| st.acts[i].run != Run::Done));
         if let Some(i) = target {
             st.acts[i].clock += ns;
             st.acts[i].stolen += ns;
@@ -602,26 +607,64 @@ pub(crate) fn transmit(
     for r in (0..64).filter(|r| receivers & (1u64 << r) != 0) {
         let arrive = st.rx_free[r].max(start + p.latency_ns + extra) + wire;
         st.rx_free[r] = arrive;
-        let d = Delivery {
-            node: r,
-            wake,
-            action: deliver(r),
-        };
-        let slot = match st.free_slots.pop() {
+        st.landed[src] = st.landed[src].max(arrive);
+        st.schedule(
+            arrive,
+            Delivery {
+                node: r,
+                wake,
+                action: deliver(r),
+            },
+        );
+    }
+    true
+}
+
+/// The Memory Channel's acknowledge request for the calling activity (`Net::ack_via`):
+/// the virtual time by which every transfer its node has sent has landed, and by which a
+/// marker sent now through its own receive link arrives, so that (total order) every
+/// write ordered before the marker has reached this node too. The caller is woken then;
+/// it waits until its clock reaches that time. `None` if the caller is not a live
+/// activity (every write has landed when it returns).
+pub(crate) fn ack_time() -> Option<u64> {
+    let (s, me) = current()?;
+    let mut st = s.lock();
+    if st.finished || st.aborted {
+        return None;
+    }
+    let node = st.acts[me].node;
+    let now = CLOCK.with(|c| c.get());
+    let marker = st.rx_free[node].max(now + s.net.latency_ns) + 1;
+    st.rx_free[node] = marker;
+    let t = marker.max(st.landed[node]);
+    st.schedule(
+        t,
+        Delivery {
+            node,
+            wake: Wake::Act(me),
+            action: Box::new(|| {}),
+        },
+    );
+    Some(t)
+}
+
+impl State {
+    /// Queues `d` to be performed at virtual time `at` (after everything queued for the
+    /// same time before it).
+    fn schedule(&mut self, at: u64, d: Delivery) {
+        let slot = match self.free_slots.pop() {
             Some(i) => {
-                st.pending[i] = Some(d);
+                self.pending[i] = Some(d);
                 i
             }
             None => {
-                st.pending.push(Some(d));
-                st.pending.len() - 1
+                self.pending.push(Some(d));
+                self.pending.len() - 1
             }
         };
-        st.seq += 1;
-        let seq = st.seq;
-        st.events.push(Reverse((arrive, seq, slot)));
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, slot)));
     }
-    true
 }
 
 /// Ends the calling thread's activity when dropped (also when it unwinds), so that a

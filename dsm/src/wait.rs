@@ -123,6 +123,8 @@ pub(crate) enum WaitFor {
     Acks { kind: u16, nodes: usize },
     /// A page's lock, held by another processor of this node.
     PageLock { page: u32 },
+    /// Every transfer this node sent to have landed (an acknowledge request).
+    Landed,
 }
 
 impl std::fmt::Display for WaitFor {
@@ -140,6 +142,7 @@ impl std::fmt::Display for WaitFor {
                 )
             }
             WaitFor::PageLock { page } => write!(f, "the lock of page {page}"),
+            WaitFor::Landed => write!(f, "this node's transfers to land (an acknowledge request)"),
             WaitFor::SyncWord { what, id } => write!(f, "{what} {id}"),
             WaitFor::LocalLock { id } => write!(f, "the node-local lock of lock {id}"),
             WaitFor::LocalBarrier { id } => {

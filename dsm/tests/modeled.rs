@@ -44,7 +44,11 @@ fn counter_program(c: Config) -> (u64, dsm::Report<()>) {
 
 #[test]
 fn every_variant_runs_correctly_under_the_modeled_clock() {
-    for v in protocol_variants::ALL.iter().copied().filter(|v| !v.adaptive_broadcast) {
+    for v in protocol_variants::ALL
+        .iter()
+        .copied()
+        .filter(|v| ClockMode::Modeled.refuses(v).is_none())
+    {
         for (nodes, procs) in [(2, 1), (2, 2), (4, 2)] {
             let (_, r) = counter_program(modeled(nodes, procs, v));
             assert_eq!(r.clock, "modeled");

@@ -252,11 +252,11 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
         Some(list) => names(list)
             .map(protocol_variants::by_name)
             .collect::<Result<_, _>>()?,
-        // CSM-ADB is refused under the modeled clock (a known bug, see Config::validate).
+        // By default, the variants this clock can run (`ClockMode::refuses`).
         None => protocol_variants::ALL
             .iter()
             .copied()
-            .filter(|p| clock != ClockMode::Modeled || !p.adaptive_broadcast)
+            .filter(|p| clock.refuses(p).is_none())
             .collect(),
     };
     let order = |p: &Protocol| protocol_variants::ALL.iter().position(|q| q.name == p.name);

@@ -63,9 +63,16 @@ impl Node {
                 // Adaptive broadcast: the home never sees this diff arrive, so the
                 // releaser invalidates the page's broadcast copies (2.3.6).
                 self.broadcast_modified(p);
-                // Our diff may still be on its way: see Directory::fence.
-                self.dir
-                    .fence(&self.net, &self.seam())
+                // An acknowledge request between the diff and the read of the sharers. A
+                // node whose fetch reached the home before our diff announced itself as a
+                // sharer before that fetch; once our transfers have landed (and everything
+                // ordered before them has reached us), our replica names it and it gets
+                // our write notice. Without it, a diff still in flight (the modeled clock
+                // delays every write by the latency) leaves a window in which the fetch
+                // returns the page without our diff and our read misses the fetcher. Under
+                // the wall clock every write has landed when it returns: nothing to wait for.
+                self.net
+                    .ack_via(&self.seam())
                     .unwrap_or_else(|e| Self::net_err(e));
                 self.dir.sharers(&self.net, p, st)
             }

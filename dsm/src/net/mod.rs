@@ -769,9 +769,22 @@ impl Net {
         Rx { net: self, region }
     }
 
-    /// Acknowledge request: returns once every packet this node sent before has landed.
+    /// Acknowledge request: returns once every packet this node sent before has landed
+    /// (and every write ordered before them has reached this node). Serves no messages
+    /// while it waits; see [`Net::ack_via`].
     pub fn ack(&self) {
+        self.ack_via(&self.seam()).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`Net::ack`], waiting through `seam`. Under the wall clock every write has landed
+    /// when it returns, so there is nothing to wait for; under the modeled clock writes
+    /// land after the network's latency (`crate::sched::ack_time`).
+    pub(crate) fn ack_via(&self, seam: &Seam<'_>) -> Result<(), MsgError> {
         self.fabric.count(self.node, 5, 1);
+        if let Some(t) = crate::sched::ack_time() {
+            seam.until(WaitFor::Landed, || crate::sched::now().is_some_and(|n| n >= t))?;
+        }
+        Ok(())
     }
 
     /// Copies `data` to every receiver of the pages it covers (see the module doc for the
@@ -844,14 +857,19 @@ impl Net {
                 })
             },
         );
-        if deferred {
-            if count > 1 {
-                self.fabric.count(self.node, 2, 1);
-            }
-            self.fabric.count(self.node, 0, packets);
-            self.fabric.count(self.node, 1, bytes * count);
-            return;
+        if !deferred {
+            self.deliver_now(region, pieces, receivers);
         }
+        if count > 1 {
+            self.fabric.count(self.node, 2, 1);
+        }
+        self.fabric.count(self.node, 0, packets);
+        self.fabric.count(self.node, 1, bytes * count);
+    }
+
+    /// Copies `pieces` into every receiver in `receivers` now, under the hub lock (for a
+    /// broadcast) and the receivers' link locks: rules 1 and 2 of the module doc.
+    fn deliver_now(&self, region: &Region, pieces: &[(u64, &[u8])], receivers: u64) {
         let deliver = |r: usize| {
             for &(at, bytes) in pieces {
                 let dst = region.backing_ptr(&self.fabric, r, at);
@@ -869,21 +887,18 @@ impl Net {
                 }
             }
         };
-        if count > 1 {
+        if receivers.count_ones() > 1 {
             let _hub = self.fabric.lock(self.fabric.hub_lock());
             let guards: Vec<_> = bits(receivers)
                 .map(|r| self.fabric.lock(self.fabric.link_lock(r)))
                 .collect();
             bits(receivers).for_each(deliver);
             drop(guards);
-            self.fabric.count(self.node, 2, 1);
         } else {
             let r = receivers.trailing_zeros() as usize;
             let _link = self.fabric.lock(self.fabric.link_lock(r));
             deliver(r);
         }
-        self.fabric.count(self.node, 0, packets);
-        self.fabric.count(self.node, 1, bytes * count);
     }
 
     /// This node's wait seam, serving no messages (see [`crate::wait`]).

@@ -197,48 +197,36 @@ impl Messenger {
                 tail + need <= head_word.load(Ordering::Acquire) + RING_CAPACITY
             })?;
         };
-        let base = fabric.pool_ptr(to, ring + RING_DATA_OFF);
-        if crate::sched::active() {
-            // Modeled time: the record and its tail are written when they arrive.
-            let wrap_at = (waste > 0).then_some(at as usize);
-            p.tail += waste;
-            let at = (p.tail % RING_CAPACITY) as usize;
-            p.tail += record;
-            let (tail, base, tail_word) = (p.tail, base as usize, fabric.pool_ptr(to, ring) as usize);
-            drop(p);
+        // Where the record goes: after a wrap marker if it would cross the ring's end.
+        let place = Placement {
+            base: fabric.pool_ptr(to, ring + RING_DATA_OFF) as usize,
+            wrap_at: (waste > 0).then_some(at as usize),
+            at: ((p.tail + waste) % RING_CAPACITY) as usize,
+            tail_word: fabric.pool_ptr(to, ring) as usize,
+            tail: p.tail + waste + record,
+        };
+        p.tail = place.tail;
+        // Modeled time: the record and its tail are written when they arrive (the deferred
+        // deliveries of one ring keep their order, so its tail only grows).
+        let deferred =
             crate::sched::transmit(self.node, 1 << to, record, crate::sched::Wake::Server, |_| {
                 let payload = payload.to_vec();
-                Box::new(move || {
-                    let base = base as *mut u8;
-                    if let Some(w) = wrap_at {
-                        // SAFETY: as for the wrap marker below.
-                        word32(unsafe { base.add(w) }).store(WRAP, Ordering::Relaxed);
-                    }
-                    // SAFETY: as for the record below: the space was reserved by flow
-                    // control when the message was sent, and the ring lives in the wire
-                    // mapping, which outlives every delivery of the simulation.
-                    unsafe { write_record(base.add(at), kind, slot, token, &payload) };
-                    word64(tail_word as *mut u8).store(tail, Ordering::SeqCst);
-                })
+                // SAFETY: as below; the ring lives in the wire mapping, which outlives
+                // every delivery of the simulation.
+                Box::new(move || unsafe { place.land(kind, slot, token, &payload) })
             });
-            self.count_sent(fabric, record);
-            return Ok(true);
+        if !deferred {
+            // SAFETY: the record fits between `at` and the end of the ring (the wrap marker
+            // fills the rest), the space is free (flow control above), and base points at
+            // the ring in the receiver's memory inside the wire mapping. The producer lock
+            // is held, so tails are stored in order.
+            unsafe { place.land(kind, slot, token, payload) };
         }
-        if waste > 0 {
-            // SAFETY: at < RING_CAPACITY and at is 8-aligned, so a 4-byte marker fits.
-            word32(unsafe { base.add(at as usize) }).store(WRAP, Ordering::Relaxed);
-            p.tail += waste;
-        }
-        let at = (p.tail % RING_CAPACITY) as usize;
-        // SAFETY: the record fits between at and the end of the ring (waste handled above),
-        // the space is free (flow control above), and base points at the ring in the
-        // receiver's memory inside the wire mapping.
-        unsafe { write_record(base.add(at), kind, slot, token, payload) };
-        p.tail += record;
-        word64(fabric.pool_ptr(to, ring)).store(p.tail, Ordering::SeqCst);
         drop(p);
         self.count_sent(fabric, record);
-        wait::wake(fabric, to);
+        if !deferred {
+            wait::wake(fabric, to);
+        }
         Ok(true)
     }
 
@@ -446,6 +434,36 @@ impl Messenger {
             std::slice::from_raw_parts(mb.add(MAILBOX_DATA_OFF as usize), len)
         });
         Ok(())
+    }
+}
+
+/// Where one ring record lands: the ring's data area, a wrap marker if the record would
+/// cross the ring's end, the record's offset, and the tail word with its new value.
+#[derive(Clone, Copy)]
+struct Placement {
+    base: usize,
+    wrap_at: Option<usize>,
+    at: usize,
+    tail_word: usize,
+    tail: u64,
+}
+
+impl Placement {
+    /// Writes the wrap marker, the record, then the tail (SeqCst), which publishes it.
+    ///
+    /// # Safety
+    ///
+    /// The placement must come from flow control over a live ring in the wire mapping: the
+    /// space from `wrap_at` (or `at`) to the record's end is free and 8-aligned.
+    unsafe fn land(self, kind: u16, slot: u16, token: u32, payload: &[u8]) {
+        let base = self.base as *mut u8;
+        if let Some(w) = self.wrap_at {
+            // SAFETY: w < RING_CAPACITY and 8-aligned, so a 4-byte marker fits.
+            word32(unsafe { base.add(w) }).store(WRAP, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { write_record(base.add(self.at), kind, slot, token, payload) };
+        word64(self.tail_word as *mut u8).store(self.tail, Ordering::SeqCst);
     }
 }
 
