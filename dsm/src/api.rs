@@ -791,7 +791,8 @@ where
                     heap_used as u64,
                     Backing::Heap { heap_offset: 0 },
                     "master copies of shared data",
-                )?)
+                )?
+                .unawaited())
             }
             DataStrategy::Messages => None,
         };
@@ -847,6 +848,9 @@ where
     .map_err(|e| fail(&e))?;
     // Every node must have attached its receive regions before anyone transmits.
     crate::launch::startup_barrier(&fabric, ctx.node).map_err(|e| e.to_string())?;
+    // Modeled time on a platform whose arithmetic flushes subnormals: compute as it does
+    // (`Platform::flush_denormals`; the harness's sequential run does the same).
+    let flush_denormals = sched.is_some() && cfg.platform.flush_denormals;
     let start = sys::monotonic_ns();
     let results: Vec<(ProcReport, R)> = std::thread::scope(|s| {
         let service = {
@@ -871,6 +875,9 @@ where
                     .name(format!("dsm-proc-{}-{local}", ctx.node))
                     .spawn_scoped(s, move || {
                         sys::ensure_alt_stack().expect("cannot set up the signal stack");
+                        if flush_denormals {
+                            sys::set_flush_denormals(true);
+                        }
                         crate::engine::set_current_slot(Some(local as u16));
                         // Modeled time: this processor becomes an activity of the
                         // scheduler; it ends (and passes the baton on) when dropped, also

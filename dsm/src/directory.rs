@@ -106,7 +106,8 @@ impl Directory {
             npages as u64 * stride,
             Backing::Pool,
             "the replicated page directory",
-        )?;
+        )?
+        .unawaited();
         net.attach_rx(&dir, 0, dir.len, true);
         let ring_bytes = notice_ring_bytes(npages, nodes);
         let per_receiver = nodes as u64 * ring_bytes;
@@ -114,7 +115,8 @@ impl Directory {
             nodes as u64 * per_receiver,
             Backing::Pool,
             "write-notice lists",
-        )?;
+        )?
+        .unawaited();
         net.attach_rx(
             &notices,
             net.node() as u64 * per_receiver,
@@ -126,7 +128,8 @@ impl Directory {
             nodes as u64 * part,
             Backing::Pool,
             "write-notice flow control",
-        )?;
+        )?
+        .unawaited();
         net.attach_rx(&consumed, net.node() as u64 * part, part, false);
 
         Ok(Directory::Replicated(Box::new(Replicated {

@@ -219,6 +219,13 @@ pub struct Platform {
     #[serde(default, skip_serializing_if = "NetworkOverrides::is_empty")]
     pub network_overrides: NetworkOverrides,
     pub host: HostCosts,
+    /// Whether the platform's arithmetic flushes subnormal numbers to zero. Under the
+    /// modeled clock the processors and the sequential run then compute that way too:
+    /// this host computes subnormals in microcode, about a hundred times slower, which
+    /// would charge the platform for work it never did (SOR's bands near its grid's edges,
+    /// where values decay through the subnormal range, take four times as long here).
+    #[serde(default)]
+    pub flush_denormals: bool,
     /// Sequential time in seconds of each application on this platform at the paper's
     /// input (Table 3 for the built-in platform), by application name.
     #[serde(default)]
@@ -300,6 +307,11 @@ pub fn builtin() -> Vec<Platform> {
             // and the barrier by messages (53 us), within 21%.
             local_sync_ns: 5_500,
         },
+        // The Alpha's default floating-point mode (Digital UNIX compilers without `-ieee`)
+        // flushes underflows to zero instead of producing subnormal numbers; software
+        // completion of subnormals is taken only with `-ieee`. Alpha Architecture Handbook,
+        // section 4.7; Digital UNIX cc(1), `-ieee`.
+        flush_denormals: true,
         sequential_s: seq.iter().map(|&(a, s)| (a.to_string(), s)).collect(),
         source: "Stets et al., HPCA 2000: section 3.1 (platform, null message 15 us, page fetch \
                  220 us, twin 68 us), Table 2 (diffs, locks, barriers) and Table 3 (sequential \
@@ -492,6 +504,10 @@ pub fn to_file_text(platform: &Platform) -> String {
     line("");
     line("# The network profile by name (`cashmere profiles` lists them).");
     line(&format!("network = {}", toml_string(&p.network)));
+    line("");
+    line("# Whether the platform's arithmetic flushes subnormal numbers to zero (modeled runs");
+    line("# then compute that way on this host, sequential and parallel alike).");
+    line(&format!("flush_denormals = {}", p.flush_denormals));
     line("");
     line("# Changes to that network's costs: uncomment a key to change it. The commented");
     line("# values are the profile's own.");

@@ -12,7 +12,10 @@
 //! # Where virtual time comes from
 //!
 //! - **Computation** between runtime entries: the thread's CPU time times the app's CPU
-//!   scale factor ([`user_burst`]), plus what a program declares (`Proc::compute`).
+//!   scale factor ([`user_burst`]), plus what a program declares (`Proc::compute`). A
+//!   burst that ends in a protection fault leaves out this host's cost of delivering it
+//!   (`sys::fault_delivery_ns`, measured once per process): the platform's fault cost is
+//!   charged for the fault instead.
 //! - **Host operations** inside the runtime: the platform's costs ([`charge`], called at
 //!   the fault, protection change, twin, diff, copy and handler points of the engine).
 //! - **The network**: every remote write, message, reply and acknowledgement made by an
@@ -32,6 +35,13 @@
 //!   no later than the arrival), which handles it in its Message or Wait time, else the
 //!   node's service activity, whose handler time is then stolen from a processor of the
 //!   node ([`steal`]) and counted as that processor's Message time.
+//!
+//! # One host CPU
+//!
+//! Since one activity runs at a time, every activity's thread is bound to the CPU the
+//! cluster was started on ([`Activity::start`]). A hand-over is then a switch on one
+//! core rather than a wake-up across cores: runs are about twice as fast in wall time, and
+//! a burst's CPU time does not depend on which core's caches it lands on.
 //!
 //! # Deadlock, abort, end
 //!
@@ -59,8 +69,14 @@ const ABORT_POLL: Duration = Duration::from_millis(50);
 pub(crate) enum Wake {
     /// Every blocked activity (a remote write, a local event).
     All,
-    /// Activities waiting for a reply or acknowledgements (a mailbox write).
-    Mailbox,
+    /// No one: a remote write to memory no activity waits on (the directory, write
+    /// notices, master copies; `Region::unawaited`). Its readers look when they run.
+    Nobody,
+    /// The activities blocked with this waiter flag (its address; [`wake_flagged`]).
+    Flag(usize),
+    /// The activity whose mailbox slot was written (a reply or an acknowledgement): the
+    /// processor `slot` of the node, or the node's service for the slot after them.
+    Slot(u16),
     /// One server for a message that landed in a ring (module doc).
     Server,
     /// The one activity (an acknowledge request, [`ack_time`], wakes its requester).
@@ -73,7 +89,13 @@ enum Run {
     Starting,
     Runnable,
     Running,
-    Blocked { what: WaitFor, serves: bool },
+    /// `flag`: the address of the waiter flag it counts itself in
+    /// (`Seam::until_flagged`), 0 if none; [`wake_flagged`] wakes only its waiters.
+    Blocked {
+        what: WaitFor,
+        serves: bool,
+        flag: usize,
+    },
     Done,
 }
 
@@ -122,6 +144,10 @@ pub(crate) struct Sched {
     pub(crate) net: Profile,
     cpu_scale: f64,
     fabric: Arc<Fabric>,
+    /// The host CPU every activity runs on (module doc, "One host CPU").
+    cpu: Option<usize>,
+    /// This host's CPU time per delivered protection fault (`sys::fault_delivery_ns`).
+    fault_delivery_ns: u64,
 }
 
 /// What [`block`] came back with.
@@ -191,6 +217,8 @@ impl Sched {
             net,
             cpu_scale,
             fabric,
+            cpu: crate::sys::current_cpu(),
+            fault_delivery_ns: crate::sys::fault_delivery_ns(),
         })
     }
 
@@ -339,18 +367,20 @@ impl Sched {
 
     /// Wakes activities of `node` blocked for what `wake` says, at virtual time `t`.
     fn wake_locked(&self, st: &mut State, node: usize, wake: Wake, t: u64) {
-        let woken = |a: &Act| match (wake, a.run) {
-            (Wake::All, Run::Blocked { .. }) => true,
-            (Wake::Mailbox, Run::Blocked { what, .. }) => {
-                matches!(what, WaitFor::Reply { .. } | WaitFor::Acks { .. })
-            }
-            _ => false,
-        };
+        let blocked = |i: usize| matches!(st.acts[i].run, Run::Blocked { .. });
         let chosen: Vec<usize> = match wake {
-            Wake::Act(i) => matches!(st.acts[i].run, Run::Blocked { .. })
-                .then_some(i)
-                .into_iter()
+            Wake::Nobody => Vec::new(),
+            Wake::Act(i) => blocked(i).then_some(i).into_iter().collect(),
+            Wake::Flag(addr) => self
+                .processors_of(node)
+                .chain([self.id_of(node, None)])
+                .filter(|&i| matches!(st.acts[i].run, Run::Blocked { flag, .. } if flag == addr))
                 .collect(),
+            Wake::Slot(slot) => {
+                let slot = usize::from(slot);
+                let i = self.id_of(node, (slot < self.procs).then_some(slot));
+                blocked(i).then_some(i).into_iter().collect()
+            }
             Wake::Server => {
                 // A processor waiting since no later than the arrival, else the service.
                 let waiting = self.processors_of(node).find(|&i| {
@@ -361,10 +391,10 @@ impl Sched {
                 let blocked = matches!(st.acts[server].run, Run::Blocked { .. });
                 blocked.then_some(server).into_iter().collect()
             }
-            _ => self
+            Wake::All => self
                 .processors_of(node)
                 .chain([self.id_of(node, None)])
-                .filter(|&i| woken(&st.acts[i]))
+                .filter(|&i| blocked(i))
                 .collect(),
         };
         for i in chosen {
@@ -480,7 +510,12 @@ pub(crate) fn charge_cost(f: impl FnOnce(&HostCosts, &Profile) -> f64) {
 pub(crate) fn user_burst() -> u64 {
     with_current(|s, id| {
         let cpu = crate::sys::thread_cpu_ns();
-        let spent = cpu.saturating_sub(CPU_MARK.with(|m| m.get()));
+        let mut spent = cpu.saturating_sub(CPU_MARK.with(|m| m.get()));
+        if crate::sys::take_fault_delivered() {
+            // The host's fault delivery is not the program's computation: the platform's
+            // fault cost is charged for it instead (module doc).
+            spent = spent.saturating_sub(s.fault_delivery_ns);
+        }
         CPU_MARK.with(|m| m.set(cpu));
         charge((spent as f64 * s.cpu_scale).round() as u64);
         let mut st = s.lock();
@@ -513,7 +548,7 @@ pub(crate) fn yield_now() {
 
 /// Blocks the calling activity until an event may have made its condition true.
 /// `serves`: its seam handles the node's messages (it can be a message's server).
-pub(crate) fn block(what: WaitFor, serves: bool) -> Result<Resumed, Aborted> {
+pub(crate) fn block(what: WaitFor, serves: bool, flag: usize) -> Result<Resumed, Aborted> {
     let Some((s, me)) = current() else {
         return Ok(Resumed::Finished);
     };
@@ -525,7 +560,7 @@ pub(crate) fn block(what: WaitFor, serves: bool) -> Result<Resumed, Aborted> {
         return Ok(Resumed::Finished);
     }
     st.acts[me].clock = CLOCK.with(|c| c.get());
-    st.acts[me].run = Run::Blocked { what, serves };
+    st.acts[me].run = Run::Blocked { what, serves, flag };
     let seen = s.go[me].load(Ordering::SeqCst);
     s.hand_over(st, me, seen)?;
     let st = s.lock();
@@ -540,13 +575,24 @@ pub(crate) fn block(what: WaitFor, serves: bool) -> Result<Resumed, Aborted> {
 /// consumer's flow-control update). Returns false if the caller is not a live activity
 /// (then the caller wakes by the wall-clock policy).
 pub(crate) fn wake_now(node: usize) -> bool {
+    wake_local(node, Wake::All)
+}
+
+/// Wakes `node`'s activities blocked with the waiter flag at address `flag` now (a local
+/// event that only they wait for: a page unlocked, a local barrier opened). Returns false
+/// if the caller is not a live activity.
+pub(crate) fn wake_flagged(node: usize, flag: usize) -> bool {
+    wake_local(node, Wake::Flag(flag))
+}
+
+fn wake_local(node: usize, wake: Wake) -> bool {
     with_current(|s, _| {
         let mut st = s.lock();
         if st.finished || st.aborted {
             return false;
         }
         let t = CLOCK.with(|c| c.get());
-        s.wake_locked(&mut st, node, Wake::All, t);
+        s.wake_locked(&mut st, node, wake, t);
         true
     })
     .unwrap_or(false)
@@ -676,6 +722,11 @@ pub(crate) struct Activity {
 impl Activity {
     /// Registers the calling thread (see [`Sched::register`]); returns when it may run.
     pub(crate) fn start(s: &Arc<Sched>, node: usize, local: Option<usize>) -> Activity {
+        if let Some(cpu) = s.cpu {
+            // Binding is for speed and steadier CPU times only: a host that refuses it
+            // (a restricted container) runs the same simulation, more slowly.
+            let _ = crate::sys::pin_thread(cpu);
+        }
         s.register(node, local);
         CPU_MARK.with(|m| m.set(crate::sys::thread_cpu_ns()));
         Activity { _private: () }

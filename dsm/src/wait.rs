@@ -256,7 +256,8 @@ impl<'a> Seam<'a> {
                 return Ok(());
             }
             loop {
-                match crate::sched::block(what, self.serve.is_some()) {
+                let flag = flag.map_or(0, |f| f as *const AtomicU32 as usize);
+                match crate::sched::block(what, self.serve.is_some(), flag) {
                     Ok(crate::sched::Resumed::Woken) => {}
                     Ok(crate::sched::Resumed::Finished) => break,
                     Err(crate::sched::Aborted) => return Err(MsgError::Aborted),
@@ -349,7 +350,7 @@ pub(crate) fn wake(fabric: &Fabric, node: usize) {
 /// Wakes `node`'s parked threads if the waiter that counts itself in `flag` is parked
 /// (see [`Seam::until_flagged`]).
 pub(crate) fn wake_flagged(fabric: &Fabric, node: usize, flag: &AtomicU32) {
-    if crate::sched::wake_now(node) {
+    if crate::sched::wake_flagged(node, flag as *const AtomicU32 as usize) {
         return;
     }
     fence(Ordering::SeqCst);

@@ -393,12 +393,22 @@ pub fn run_app(
         (AppResult::new(), 0.0)
     } else {
         let _p = (!quiet).then(|| Progress::start(format!("{} sequential", app.name())));
+        // Modeled time: compute as the platform does (subnormals flushed or not, as the
+        // processors of the parallel run do).
+        let flush = modeled && config.platform.flush_denormals;
+        let before = dsm::sys::set_flush_denormals(flush);
         let (t, cpu) = (Instant::now(), dsm::sys::thread_cpu_ns());
-        let r = app
-            .sequential(params)
-            .with_context(|| format!("sequential {}", app.name()))?;
+        let r = app.sequential(params);
+        let this_run = (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9;
+        dsm::sys::set_flush_denormals(before);
+        let r = r.with_context(|| format!("sequential {}", app.name()))?;
         let seq_s = if modeled {
-            (dsm::sys::thread_cpu_ns() - cpu) as f64 * config.cpu_scale / 1e9
+            // The machine's time on this input, measured once over a few runs and cached
+            // (`scale::sequential_cpu`), so that a repeated cell compares against the same
+            // sequential time; this run counts as one of the samples.
+            let (cpu_s, _) =
+                crate::scale::sequential_cpu(app, params, Some(this_run), &config.platform)?;
+            cpu_s * config.cpu_scale
         } else {
             t.elapsed().as_secs_f64()
         };

@@ -644,9 +644,24 @@ pub struct Region {
     pub offset: u64,
     pub len: u64,
     pub backing: Backing,
+    /// Whether a thread may wait for a remote write to this region (a synchronization
+    /// word, a flow-control index). Under the modeled clock only writes to such regions
+    /// wake the receiver's blocked activities; see [`Region::unawaited`].
+    pub awaited: bool,
 }
 
 impl Region {
+    /// The same region, declared as memory no thread ever waits on (the directory, write
+    /// notices, master copies): its readers look at it when they run. Under the modeled
+    /// clock a write to it wakes no one, which saves a hand-over per blocked activity per
+    /// write. A wait on such memory would then be reported as a deadlock.
+    pub fn unawaited(self) -> Region {
+        Region {
+            awaited: false,
+            ..self
+        }
+    }
+
     fn backing_ptr(&self, fabric: &Fabric, node: usize, at: u64) -> *mut u8 {
         match self.backing {
             Backing::Pool => fabric.pool_ptr(node, self.offset + at),
@@ -722,6 +737,7 @@ impl Net {
             offset: *next,
             len,
             backing,
+            awaited: true,
         };
         *next += len;
         Ok(region)
@@ -735,6 +751,7 @@ impl Net {
                 offset,
                 len,
                 backing,
+                awaited: true,
             }),
             _ => Err(NetError::OutsideAddressSpace {
                 offset,
@@ -841,7 +858,11 @@ impl Net {
             self.node,
             receivers,
             bytes,
-            crate::sched::Wake::All,
+            if region.awaited {
+                crate::sched::Wake::All
+            } else {
+                crate::sched::Wake::Nobody
+            },
             |r| {
                 let writes: Vec<(usize, Vec<u8>)> = pieces
                     .iter()

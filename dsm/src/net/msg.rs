@@ -324,7 +324,7 @@ impl Messenger {
         crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
         let addr = mb as usize;
         let deferred =
-            crate::sched::transmit(self.node, 1 << to, bytes, crate::sched::Wake::Mailbox, |_| {
+            crate::sched::transmit(self.node, 1 << to, bytes, crate::sched::Wake::Slot(slot), |_| {
                 let owned = payload.to_vec();
                 Box::new(move || {
                     // SAFETY: as below; the mailbox lies in the wire mapping, which
@@ -361,7 +361,7 @@ impl Messenger {
         crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
         let addr = word as usize;
         let deferred =
-            crate::sched::transmit(self.node, 1 << to, 8, crate::sched::Wake::Mailbox, |_| {
+            crate::sched::transmit(self.node, 1 << to, 8, crate::sched::Wake::Slot(slot), |_| {
                 Box::new(move || word32(addr as *mut u8).store(token, Ordering::SeqCst))
             });
         if !deferred {
