@@ -536,7 +536,7 @@ impl<'a> Runner<'a> {
                 let seq = seq.get_or_insert_with(|| {
                     self.progress
                         .step(&format!("{}: sequential", app.app.name()));
-                    sequential(app).map_err(|e| format!("sequential run: {e:#}"))
+                    sequential(app, self.plan).map_err(|e| format!("sequential run: {e:#}"))
                 });
                 let scale = scale.get_or_insert_with(|| {
                     self.progress
@@ -658,14 +658,28 @@ impl<'a> Runner<'a> {
     }
 }
 
-/// The sequential run: its result, wall time and thread CPU time.
-fn sequential(app: &AppPlan) -> anyhow::Result<Sequential> {
+/// The sequential run: its result, wall time and thread CPU time. Under the modeled clock
+/// it computes as the platform does (`Platform::flush_denormals`), and its CPU time is this
+/// input's cached one, the least of a few runs of which this is one
+/// (`scale::sequential_cpu`), as `cashmere run` takes it.
+fn sequential(app: &AppPlan, plan: &Plan) -> anyhow::Result<Sequential> {
+    let modeled = plan.clock == ClockMode::Modeled;
+    let before = dsm::sys::set_flush_denormals(modeled && plan.platform.flush_denormals);
     let wall = Instant::now();
     let cpu = dsm::sys::thread_cpu_ns();
-    let result = app.app.sequential(&app.params)?;
+    let result = app.app.sequential(&app.params);
+    let this_run = (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9;
+    let wall_s = wall.elapsed().as_secs_f64();
+    dsm::sys::set_flush_denormals(before);
+    let result = result?;
+    let cpu_s = if modeled {
+        crate::scale::sequential_cpu(app.app, &app.params, Some(this_run), &plan.platform)?.0
+    } else {
+        this_run
+    };
     Ok(Sequential {
-        cpu_s: (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9,
-        wall_s: wall.elapsed().as_secs_f64(),
+        cpu_s,
+        wall_s,
         result,
     })
 }

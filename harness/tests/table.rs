@@ -93,6 +93,20 @@ fn a_tiny_table_writes_every_output_and_keeps_finished_cells() {
         stdout.contains("figure1.svg") && stdout.contains("table.md"),
         "{stdout}"
     );
+    // Each app's computation beside the sequential program's, from its CSM-DMS cell.
+    let computation = stdout
+        .lines()
+        .find(|l| l.starts_with("- Computation, the processors' total User time"))
+        .unwrap_or_else(|| panic!("no computation line\n{stdout}"));
+    for app in ["sor", "tsp"] {
+        let ratio: f64 = computation
+            .split(&format!("{app} "))
+            .nth(1)
+            .and_then(|rest| rest.split([',', ' ']).next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("no figure for {app}: {computation}"));
+        assert!(ratio > 0.0, "{computation}");
+    }
 
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();

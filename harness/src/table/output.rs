@@ -30,8 +30,12 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
     println!("\n{heading}\n");
     print!("{}", render_text(&grid));
     println!();
+    let computation = computation_line(&apps, cells);
     print!("{}", summary_lines(&summary).join("\n"));
     println!();
+    if let Some(line) = &computation {
+        println!("{line}");
+    }
 
     let out = &plan.out;
     let md = out.join("table.md");
@@ -41,7 +45,7 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
         &serde_json::to_string_pretty(&json(plan, cells, &summary))?,
     )?;
     write(&out.join("table.csv"), &csv(cells))?;
-    write(&md, &markdown(&heading, &grid, &summary))?;
+    write(&md, &markdown(&heading, &grid, &summary, computation.as_deref()))?;
     super::figure::figure1(&apps, &variants, cells, &svg)?;
     println!("\nMarkdown: {}\nFigure 1: {}", md.display(), svg.display());
 
@@ -343,11 +347,50 @@ fn list(prefix: &str, items: impl Iterator<Item = String>) -> String {
     }
 }
 
-fn markdown(heading: &str, grid: &[Vec<String>], summary: &Summary) -> String {
+/// How much slower the parallel program's computation ran than the sequential program's
+/// (each app's CSM-DMS cell, else its first verified one): the processors' total User time
+/// over the sequential time, both in the table's clock. 1.00 means the parallel program
+/// computed exactly as fast; above it, the parallel code did more work, or (under the
+/// modeled clock, where every simulated processor computes on one host core) its working
+/// sets competed for that one core's caches, which the platform's 32 processors each had
+/// to themselves. Speedup cannot exceed processors / this.
+fn computation_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
+    let figures: Vec<String> = apps
+        .iter()
+        .filter_map(|app| {
+            let mine = |c: &&Cell| c.config.app == *app && c.verified && c.run.is_some();
+            let cell = cells
+                .iter()
+                .filter(mine)
+                .find(|c| c.config.variant == "CSM-DMS")
+                .or_else(|| cells.iter().find(mine))?;
+            let run = cell.run.as_ref()?;
+            (run.seq_s > 0.0).then(|| {
+                let ratio = run.breakdown.user_ns as f64 / 1e9 / run.seq_s;
+                format!("{app} {ratio:.2}")
+            })
+        })
+        .collect();
+    (!figures.is_empty()).then(|| {
+        format!(
+            "- Computation, the processors' total User time over the sequential time (1.00: as \
+             fast as the sequential program; speedup is at most processors / this): {}",
+            figures.join(", ")
+        )
+    })
+}
+
+fn markdown(
+    heading: &str,
+    grid: &[Vec<String>],
+    summary: &Summary,
+    computation: Option<&str>,
+) -> String {
     let mut md = String::from("# Cashmere: Table 4 and Figure 1\n\n");
     let _ = writeln!(md, "{heading}\n");
     md += &render_markdown(grid);
     let mut lines = summary_lines(summary);
+    lines.extend(computation.map(String::from));
     lines[0] = "\n## Summary\n".into();
     md += &lines.join("\n");
     md += "\n\n## Figure 1\n\nTime breakdown (User, Protocol, Wait, Message) summed over the processors, normalized to CSM-DMS's total.\n\n![Figure 1](figure1.svg)\n";
