@@ -364,6 +364,17 @@ pub fn current_cpu() -> Option<usize> {
     nix::sched::sched_getcpu().ok()
 }
 
+/// The CPUs the calling thread may run on, in increasing order (empty if the kernel does
+/// not say).
+pub fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Binds the calling thread to `cpu` (threads it starts later inherit the binding).
 pub fn pin_thread(cpu: usize) -> Result<(), String> {
     let mut set = nix::sched::CpuSet::new();

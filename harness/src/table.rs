@@ -15,6 +15,7 @@
 
 mod figure;
 mod findings;
+mod jobs;
 mod output;
 
 use crate::apps;
@@ -79,9 +80,18 @@ pub struct TableArgs {
     /// Shared heap per node in MiB [env: DSM_HEAP_MB] [default: 1024].
     #[arg(long)]
     pub heap_mb: Option<String>,
+    /// How many apps run at once, each in a process of its own bound to a CPU of its own
+    /// [default: under the modeled clock in threads mode, one per CPU this process may
+    /// use (a modeled run uses one); otherwise 1].
+    #[arg(long)]
+    pub jobs: Option<usize>,
     /// The cells a node process walks (set by the table for its node processes).
     #[arg(long, hide = true)]
     pub node_plan: Option<String>,
+    /// Run the cells and write them, without the table (set by the table for the
+    /// processes it runs apps in with `--jobs`).
+    #[arg(long, hide = true)]
+    pub cells_only: bool,
 }
 
 /// Where the variants other than CSM-DMS get their homes.
@@ -117,6 +127,9 @@ impl std::fmt::Display for HomesMode {
 
 /// The variant whose homes the others replay.
 const HOMES_FROM: &str = "CSM-DMS";
+
+/// The CPU a table job binds itself to (set by `--jobs` for the processes it starts).
+const JOB_CPU_VAR: &str = "CASHMERE_TABLE_CPU";
 
 /// What a cell was run with. A cell on disk is kept only if this matches exactly.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,7 +238,22 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
     if dsm::launch::is_node_process() {
         return serve_node(&plan, a.node_plan.as_deref());
     }
-    let cells = Runner::new(&plan)?.run_all()?;
+    if a.cells_only {
+        if let Some(cpu) = std::env::var(JOB_CPU_VAR).ok().and_then(|v| v.parse().ok()) {
+            // Binding is for steadier CPU times only; a host that refuses it runs the same.
+            let _ = dsm::sys::pin_thread(cpu);
+        }
+        Runner::new(&plan, false)?.run_all()?;
+        return Ok(());
+    }
+    let jobs = jobs::count(a.jobs, &plan)?;
+    let mut runner = Runner::new(&plan, true)?;
+    if jobs > 1 {
+        jobs::run_apps(&plan, jobs)?;
+        // The jobs wrote every cell they ran; what they could not run runs here.
+        runner.rerun_errors = false;
+    }
+    let cells = runner.run_all()?;
     output::finish(&plan, &cells)
 }
 
@@ -493,10 +521,16 @@ struct Runner<'a> {
     args: Vec<std::ffi::OsString>,
     kept: usize,
     ran: usize,
+    /// A cell on disk that ended in an error is run again, and `--force` runs every cell:
+    /// false once `--jobs` has run them, so that the cells its processes wrote are taken
+    /// as they are.
+    rerun_errors: bool,
 }
 
 impl<'a> Runner<'a> {
-    fn new(plan: &'a Plan) -> anyhow::Result<Runner<'a>> {
+    /// `bar`: show a progress bar when standard error is a terminal (a job's process
+    /// prints plain lines, as several share the terminal).
+    fn new(plan: &'a Plan, bar: bool) -> anyhow::Result<Runner<'a>> {
         for dir in ["cells", "homes"] {
             let dir = plan.out.join(dir);
             std::fs::create_dir_all(&dir).with_context(|| {
@@ -509,11 +543,12 @@ impl<'a> Runner<'a> {
         let cells = plan.apps.len() * plan.variants.len();
         Ok(Runner {
             plan,
-            progress: Progress::new(cells),
+            progress: Progress::new(cells, bar),
             node_plan: Vec::new(),
             args: std::env::args_os().skip(1).collect(),
             kept: 0,
             ran: 0,
+            rerun_errors: true,
         })
     }
 
@@ -557,27 +592,41 @@ impl<'a> Runner<'a> {
             }
         }
         self.progress.finish();
-        println!(
-            "{} cell(s) run, {} cell(s) kept from {} (--force runs them again)",
-            self.ran,
-            self.kept,
-            self.plan.out.join("cells").display()
-        );
+        if self.rerun_errors {
+            println!(
+                "{} cell(s) run, {} cell(s) kept from {} (--force runs them again)",
+                self.ran,
+                self.kept,
+                self.plan.out.join("cells").display()
+            );
+        } else {
+            println!(
+                "{} cell(s) from the jobs in {}, {} run here",
+                self.kept,
+                self.plan.out.join("cells").display(),
+                self.ran
+            );
+        }
         Ok(cells)
     }
 
     /// The cell on disk for `config`, if it finished under exactly this configuration
     /// (and, for the cell whose homes the others replay, its homes file is there).
     fn kept_cell(&self, config: &CellConfig) -> Option<Cell> {
-        if self.plan.force {
+        if self.plan.force && self.rerun_errors {
             return None;
         }
         let text =
             std::fs::read_to_string(self.plan.cell_path(&config.app, &config.variant)).ok()?;
         let cell: Cell = serde_json::from_str(&text).ok()?;
         let homes_needed = config.variant == HOMES_FROM && self.plan.homes == HomesMode::Captured;
-        let homes_there = !homes_needed || self.plan.homes_path(&config.app).is_file();
-        (cell.config == *config && !cell.errored() && homes_there).then_some(cell)
+        let keep = if cell.errored() {
+            // Run again, unless a job has just run it (and removed its homes).
+            !self.rerun_errors
+        } else {
+            !homes_needed || self.plan.homes_path(&config.app).is_file()
+        };
+        (cell.config == *config && keep).then_some(cell)
     }
 
     /// The app's CPU scale factor: measured for the modeled clock, 1 for the wall clock.
@@ -737,8 +786,8 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(cells: usize) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
+    fn new(cells: usize, bar: bool) -> Progress {
+        let bar = (bar && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new(cells as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(

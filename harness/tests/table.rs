@@ -307,3 +307,38 @@ fn a_failed_cell_is_recorded_and_named_and_the_table_goes_on() {
     );
     assert_eq!(json["cells"][3]["verified"], true, "tsp went on");
 }
+
+#[test]
+fn jobs_run_apps_side_by_side_and_the_table_takes_their_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j");
+    let mut jobs = TINY.to_vec();
+    jobs.extend(["--jobs", "2"]);
+    let o = table(&jobs, &out);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("2 app(s), 2 at a time"), "{stderr}");
+    // Each app ran in a job of its own, which printed its own two cells.
+    assert!(stderr.contains("sor under CSM-None") && stderr.contains("tsp under CSM-None"));
+    assert!(stdout.contains("4 cell(s) from the jobs"), "{stdout}");
+    assert!(stdout.contains("0 run here"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    assert!(cells.iter().all(|c| c["verified"] == true), "{json}");
+    assert_eq!(cells[1]["config"]["homes"], "captured from CSM-DMS");
+
+    // A cell that fails in a job is recorded and named, and not run again by the table.
+    std::fs::write(out.join("homes").join("sor.homes"), "999999999 1\n").unwrap();
+    std::fs::remove_file(out.join("cells").join("sor__CSM-None.json")).unwrap();
+    let o = table(&jobs, &out);
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("0 run here"), "{stdout}");
+    assert!(stderr.contains("sor under CSM-None: ERROR"), "{stderr}");
+
+    let mut zero = TINY.to_vec();
+    zero.extend(["--jobs", "0"]);
+    refused(&zero, &dir.path().join("z"), &["--jobs must be at least 1"]);
+}
