@@ -33,7 +33,8 @@
 //! grows with every modification, and concurrent releasers never lose each other's update.
 //!
 //! A copy is tagged with the epoch the home read before it copied its master, and a reader
-//! accepts it only if the tag equals the epoch it reads now. This is safe: a reader that
+//! accepts it only if the tag equals the epoch it reads now. This is safe for the releases
+//! the reader has acquired (the others reach it by write notices, below): a reader that
 //! acquired a release which modified `p` sees that releaser's increment, since it was
 //! transmitted before the release completed. If the home had seen the increment when it
 //! read the epoch, it had also seen the diff, which the releaser transmitted first, and so
@@ -49,6 +50,46 @@
 //! result of a prefix of that order. Two prefixes with the same sum are the same prefix, so an
 //! equal tag means the home's and the reader's counters agree one by one. A snapshot that
 //! does not settle within [`SNAPSHOT_TRIES`] gives [`NO_EPOCH`], which no copy ever matches.
+//! (Tagging copies with the vector of counts instead would accept exactly the same copies.)
+//!
+//! # The reader's join
+//!
+//! A reader also takes copies of a page that another node is modifying at the same time
+//! (other words of it, under other locks). That modification reaches the reader by a write
+//! notice when it acquires the release, sent to the sharers that the releaser's replica of
+//! the directory names when it reads them. A fetch is served by the home after the
+//! fetcher's join has reached it (`Node::fetch` in `engine/mod.rs`); a broadcast copy is
+//! taken without the home, so two pairs of a write and a read must be ordered:
+//!
+//! * the reader broadcasts its join of `p`, then snapshots `p`'s counters;
+//! * a releaser transmits its diff and broadcasts its increment, then reads `p`'s sharers.
+//!
+//! If both reads miss the other side's write (each write still on its way), the reader
+//! takes a copy without the diff and gets no notice: a lost update. Under the wall clock a
+//! transmit has landed everywhere when it returns, so it cannot happen; under the modeled
+//! clock every write lands after the network's latency, and it did (seed 6017 at 6 x 4 of
+//! `tests/random_drf.rs`). So each side puts an acknowledge request (`Net::ack_via`)
+//! between its write and its read: the releaser after its increment (`engine/data.rs`),
+//! the reader after its join (`engine/adb.rs`, only when the home's slot holds a copy of
+//! `p` at all, [`Broadcast::holds`]). An acknowledge request returns once everything any
+//! node transmitted to this node before it has landed here, and this node's own transfers
+//! everywhere. Transmits are totally ordered: either the reader's join came before the
+//! releaser's request, and the releaser's read of the sharers names the reader, or the
+//! request came first, so the increment (transmitted before it) landed in the reader's
+//! replica before the reader's own join did, and the reader's snapshot counts it.
+//!
+//! # Copies the home's release must reach
+//!
+//! The home writes its master in place; its increments when it starts writing a page and
+//! when it stops play the releaser's. But it reads the sharers (to decide whether it
+//! writes the page exclusively, and at its release) holding the page lock of a page it is
+//! home of, where no processor waits on the network (`engine/rules.rs`), so a reader whose
+//! join is still on its way can take an old copy and be missed. Instead, a home that has
+//! ever published `p` ([`Broadcast::may_have_copies`]) never writes it exclusively and
+//! notifies every node at its release: whoever took a copy without the release's writes is
+//! told, seen as a sharer or not (a node without a copy has nothing to drop). A page never
+//! published has no copy but those the home serves under its page lock, where the plain
+//! protocol's argument holds (a fetch ends exclusive mode before the copy is taken).
 //!
 //! # Heuristics
 //!
@@ -78,6 +119,9 @@
 //!   before it copies the master.
 //! * A counter increment is one aligned 4-byte transmit, so it lands in each receiver as one
 //!   store, in the total order of broadcasts; that is what makes a double collect a prefix.
+//! * Join before snapshot (see "The reader's join"): a reader's snapshot is taken after its
+//!   acknowledge request, so it includes every increment transmitted before the reader's
+//!   join. Asserted there: this node's own sharing bit of `p` is in its replica.
 //!
 //! # Limits
 //!
@@ -91,7 +135,7 @@
 #[cfg(doc)]
 use crate::net::Rx;
 use crate::net::{Backing, Net, NetError, Region, MC_PAGE_BYTES};
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of a slot's header: `seq`, `page + 1` and `tag`, padded to a cache line.
@@ -123,6 +167,9 @@ pub(crate) struct Broadcast {
     bump: Mutex<()>,
     /// This node's modification count of every page, as it last wrote it.
     own_counts: Box<[AtomicU32]>,
+    /// Per page this node is home of: it has published a copy of it at least once (see
+    /// "Copies the home's release must reach").
+    published: Box<[AtomicBool]>,
     /// The current synchronization interval at this node.
     interval: AtomicU64,
     /// Per page: the requests this node received as its home.
@@ -207,6 +254,7 @@ impl Broadcast {
                 .collect(),
             bump: Mutex::new(()),
             own_counts: (0..npages).map(|_| AtomicU32::new(0)).collect(),
+            published: (0..npages).map(|_| AtomicBool::new(false)).collect(),
             interval: AtomicU64::new(0),
             requests: Mutex::new(vec![Requests::default(); npages].into_boxed_slice()),
         })
@@ -261,6 +309,10 @@ impl Broadcast {
         if tag != now || tag == NO_EPOCH || (slot.page == Some(p) && slot.tag == now) {
             return false;
         }
+        // Before the first transmit: from now on a node may hold a copy of p it did not
+        // fetch from us (the caller holds p's page lock, as the home's release does when
+        // it asks `may_have_copies`).
+        self.published[p as usize].store(true, Ordering::Relaxed);
         let at = self.slot_at(self.node, p);
         let tx = net.tx(self.buffers);
         let odd = slot.seq + 1;
@@ -279,9 +331,32 @@ impl Broadcast {
         true
     }
 
+    /// At the home: whether a copy of p may have been published, so that another node may
+    /// hold one it did not fetch from us (see "Copies the home's release must reach").
+    /// Ask it under p's page lock.
+    pub fn may_have_copies(&self, p: u32) -> bool {
+        self.check_page(p);
+        self.published[p as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether `home`'s slot for p holds a whole copy of p (of any epoch) in this node's
+    /// receive memory now: if not, [`Broadcast::lookup`] would miss, and a reader need not
+    /// order its snapshot after its join first (see "The reader's join").
+    pub fn holds(&self, net: &Net, home: usize, p: u32) -> bool {
+        self.check_net(net);
+        self.check_page(p);
+        if home == self.node {
+            return false;
+        }
+        let at = self.slot_at(home, p);
+        let rx = net.rx(self.buffers);
+        rx.load_u64(at + SEQ) % 2 == 0 && rx.load_u64(at + PAGE) == p as u64 + 1
+    }
+
     /// Before fetching p from `home`: copies a valid broadcast copy into `out` (len
     /// page_bytes). True on a hit; on a miss `out` may have been overwritten. The home
-    /// itself always misses: it has the master.
+    /// itself always misses: it has the master. The caller has joined p's sharing set and
+    /// that join has landed in its own replica of the directory (see "The reader's join").
     pub fn lookup(&self, net: &Net, home: usize, p: u32, out: &mut [u8]) -> bool {
         self.check_net(net);
         self.check_page(p);

@@ -293,7 +293,7 @@ fn random_programs_match_the_model_under_migration_and_broadcast() {
 /// node's service activity.
 #[test]
 fn random_programs_match_the_model_under_the_modeled_clock() {
-    // The variants the modeled clock runs (`ClockMode::refuses`: CSM-ADB has a known bug).
+    // The variants the modeled clock runs (`ClockMode::refuses`: all seven today).
     let protos: Vec<Protocol> = ALL
         .iter()
         .copied()

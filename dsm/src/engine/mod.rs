@@ -499,11 +499,14 @@ impl Node {
     }
 
     /// The home's processors start writing `p`: the page goes exclusive if no other node
-    /// shares it, or into the dirty list (for write notices) otherwise; the directory's
+    /// shares it (nor may hold a broadcast copy of it, `adb.rs`), or into the dirty list
+    /// (for write notices) otherwise; the directory's
     /// "home is writing" bit is set either way.
     fn home_starts_writing(&self, p: u32, st: &mut PageGuard<'_>) {
         self.dir.join(&self.net, self.id, p, st);
-        if self.dir.sharers(&self.net, p, st) & !(1u64 << self.id) == 0 {
+        if self.dir.sharers(&self.net, p, st) & !(1u64 << self.id) == 0
+            && !self.broadcast_copies_may_exist(p)
+        {
             st.exclusive = true;
             NodeCounters::bump(&self.counters.exclusive_entries);
         } else {
@@ -555,7 +558,7 @@ impl Node {
                 self.id,
                 st.home
             );
-            if need_data && !migrate && self.broadcast_lookup(p, home) {
+            if need_data && !migrate && self.broadcast_lookup(p, home, st) {
                 return;
             }
             if migrate {
@@ -663,7 +666,8 @@ impl Node {
             }
             let (sharers, home) = if st.at_home(self.id) {
                 self.home_stops_writing(p, &mut st);
-                (self.dir.sharers(&self.net, p, &st), self.id)
+                let sharers = self.dir.sharers(&self.net, p, &st);
+                (self.broadcast_notice_targets(p, sharers), self.id)
             } else {
                 self.protector.set(p, Access::Read);
                 st.access = Access::Read;
