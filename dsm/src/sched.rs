@@ -40,7 +40,7 @@
 //!
 //! Since one activity runs at a time, every activity's thread is bound to the CPU the
 //! cluster was started on ([`Activity::start`]). A hand-over is then a switch on one
-//! core rather than a wake-up across cores: runs are about twice as fast in wall time, and
+//! core rather than a wake-up across cores: runs are several times faster in wall time, and
 //! a burst's CPU time does not depend on which core's caches it lands on.
 //!
 //! # Deadlock, abort, end

@@ -355,6 +355,64 @@ pub fn set_flush_denormals(on: bool) -> bool {
     }
 }
 
+/// The floating-point mode of the calling thread, restored when dropped (also when the
+/// thread unwinds): see [`flush_denormals`].
+#[must_use = "the mode is restored when the guard is dropped"]
+pub struct FlushGuard {
+    #[cfg(target_arch = "x86_64")]
+    saved: u32,
+}
+
+/// Makes the calling thread flush subnormals to zero (`on`) or compute them, until the
+/// guard is dropped, which restores the thread's previous MXCSR exactly (both bits as they
+/// were, whatever else the thread had set).
+pub fn flush_denormals(on: bool) -> FlushGuard {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut saved: u32 = 0;
+        // SAFETY: stmxcsr stores the 32-bit MXCSR into saved, a valid, aligned u32.
+        unsafe {
+            std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved as *mut u32, options(nostack))
+        };
+        set_flush_denormals(on);
+        FlushGuard { saved }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = on;
+        FlushGuard {}
+    }
+}
+
+impl Drop for FlushGuard {
+    fn drop(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: ldmxcsr loads the value stmxcsr read from this thread's MXCSR when the
+        // guard was made, a valid register value.
+        unsafe {
+            std::arch::asm!("ldmxcsr [{}]", in(reg) &self.saved as *const u32, options(nostack))
+        };
+    }
+}
+
+/// An exclusive advisory lock on a file (`flock`), held until dropped: serializes the
+/// read-modify-write of a file that several processes update.
+pub struct FileLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes the exclusive lock on `path` (created if missing), waiting for another holder.
+pub fn lock_file(path: &std::path::Path) -> io::Result<FileLock> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map(|lock| FileLock { _lock: lock })
+        .map_err(|(_, e)| io::Error::from(e))
+}
+
 // ---------------------------------------------------------------------------------------
 // CPU placement.
 // ---------------------------------------------------------------------------------------
@@ -1189,6 +1247,29 @@ mod tests {
         assert!(set_flush_denormals(before));
         assert_eq!(flushed, 0.0);
         assert!(half(tiny) > 0.0, "the previous mode came back");
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_flush_guard_restores_the_mode_it_found_even_on_unwinding() {
+        let tiny = std::hint::black_box(f32::MIN_POSITIVE);
+        let half = |x: f32| std::hint::black_box(x) / std::hint::black_box(2.0f32);
+        {
+            let _g = flush_denormals(true);
+            assert_eq!(half(tiny), 0.0);
+            {
+                let _inner = flush_denormals(false);
+                assert!(half(tiny) > 0.0);
+            }
+            assert_eq!(half(tiny), 0.0, "the inner guard gave back flushing");
+        }
+        assert!(half(tiny) > 0.0, "the outer guard gave back IEEE arithmetic");
+        let unwound = std::panic::catch_unwind(|| {
+            let _g = flush_denormals(true);
+            panic!("a sequential run that panics");
+        });
+        assert!(unwound.is_err());
+        assert!(half(tiny) > 0.0, "unwinding restored the mode");
     }
 
     #[test]

@@ -396,11 +396,11 @@ pub fn run_app(
         // Modeled time: compute as the platform does (subnormals flushed or not, as the
         // processors of the parallel run do).
         let flush = modeled && config.platform.flush_denormals;
-        let before = dsm::sys::set_flush_denormals(flush);
+        let mode = dsm::sys::flush_denormals(flush);
         let (t, cpu) = (Instant::now(), dsm::sys::thread_cpu_ns());
         let r = app.sequential(params);
         let this_run = (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9;
-        dsm::sys::set_flush_denormals(before);
+        drop(mode);
         let r = r.with_context(|| format!("sequential {}", app.name()))?;
         let seq_s = if modeled {
             // The machine's time on this input, measured once over a few runs and cached

@@ -15,12 +15,15 @@
 //!
 //! # The cache
 //!
-//! A paper-size sequential run can take minutes (TSP), so this machine's time is measured
+//! A paper-size sequential run can take tens of seconds (Ilink), so this machine's time is measured
 //! once and kept in a JSON file: `$CASHMERE_CACHE_DIR/sequential.json`, else
 //! `$XDG_CACHE_HOME/cashmere/sequential.json`, else `~/.cache/cashmere/sequential.json`.
-//! An entry is keyed by the app, its paper-size parameters and a fingerprint of this host
-//! (the CPU model and the build's optimization level), so a new machine, new parameters or
-//! a build of another profile measure again. A file that does not parse is reported,
+//! An entry is keyed by the app, its parameters (the paper's for the scale factor, the
+//! run's own for its sequential time) and a fingerprint of this host and build (the CPU
+//! model, the build's optimization level, the executable's size and modification time,
+//! and whether subnormals were flushed), so a new machine, new parameters or a new build
+//! measure again. Entries are added under a lock on the file (`sequential.lock`), since
+//! `table --jobs` has several processes measure at once. A file that does not parse is reported,
 //! ignored and rewritten; a file that cannot be written is reported, and the run goes on.
 //!
 //! Node processes (`--exec processes`) never measure: the launching process measured (and
@@ -233,11 +236,11 @@ pub fn measure(app: &dyn App, params: &Params, flush: bool) -> anyhow::Result<f6
             );
         }
     }
-    let before = dsm::sys::set_flush_denormals(flush);
+    let mode = dsm::sys::flush_denormals(flush);
     let t0 = dsm::sys::thread_cpu_ns();
     let r = app.sequential(params);
     let ns = dsm::sys::thread_cpu_ns() - t0;
-    dsm::sys::set_flush_denormals(before);
+    drop(mode);
     r.with_context(|| format!("sequential {}", app.name()))?;
     if ns == 0 {
         bail!(
@@ -287,8 +290,10 @@ fn params_text(params: &Params) -> String {
         .join(" ")
 }
 
-/// This host's CPU model, the build's optimization level (from `build.rs`) and whether
-/// subnormals were flushed: what makes a measurement reusable.
+/// This host's CPU model, the build's optimization level (from `build.rs`), the build
+/// itself (the executable's size and modification time: a rebuilt app measures again, as
+/// its code may have changed) and whether subnormals were flushed: what makes a
+/// measurement reusable.
 fn host_fingerprint(flush: bool) -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -300,7 +305,24 @@ fn host_fingerprint(flush: bool) -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let fp = if flush { ", subnormals flushed to zero" } else { "" };
-    format!("{model}, {}{fp}", env!("CASHMERE_BUILD"))
+    format!("{model}, {}, {}{fp}", env!("CASHMERE_BUILD"), build_identity())
+}
+
+/// The running executable as `build <size>-<modification time in ns>`, or `build unknown`.
+pub(crate) fn build_identity() -> &'static str {
+    static IDENTITY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IDENTITY.get_or_init(|| {
+        let meta = std::env::current_exe().and_then(std::fs::metadata);
+        match meta.as_ref().map(|m| (m.len(), m.modified())) {
+            Ok((len, Ok(modified))) => {
+                let ns = modified
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                format!("build {len}-{ns}")
+            }
+            _ => "build unknown".into(),
+        }
+    })
 }
 
 /// One measurement in the cache file.
@@ -368,18 +390,20 @@ impl Cache {
             .filter(|e| e.app == key.app && e.params == key.params && e.host == key.host)
     }
 
-    /// Adds `entry` to the file at `path` (re-read just before, so that what another
-    /// process added meanwhile stays), writing a temporary file and renaming it so that a
-    /// reader never sees half a file. A failure is reported through `say`, not returned:
-    /// the measurement is still good for this run.
+    /// Adds `entry` to the file at `path` (re-read just before, under an exclusive lock on
+    /// `path.lock`, so that what another process added meanwhile stays, as `table --jobs`
+    /// has several processes measure at once), writing a temporary file and renaming it so
+    /// that a reader never sees half a file. A failure is reported through `say`, not
+    /// returned: the measurement is still good for this run.
     fn add(path: &Path, key: String, entry: Entry, say: &mut dyn FnMut(String)) {
-        let mut cache = Cache::load(path, &mut |_| {});
-        cache.schema = SCHEMA;
-        cache.entries.insert(key, entry);
         let write = || -> std::io::Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
+            let _lock = dsm::sys::lock_file(&path.with_extension("lock"))?;
+            let mut cache = Cache::load(path, &mut |_| {});
+            cache.schema = SCHEMA;
+            cache.entries.insert(key, entry);
             let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
             let text = serde_json::to_string_pretty(&cache).map_err(std::io::Error::other)?;
             std::fs::write(&tmp, text + "\n")?;

@@ -142,6 +142,12 @@ pub struct CellConfig {
     pub procs: usize,
     pub network: String,
     pub platform: String,
+    /// FNV-1a of the platform's file text (every cost, and whether subnormals are
+    /// flushed), so that a cell follows an edited platform file of the same name.
+    pub platform_digest: String,
+    /// The build that ran the cell (`scale::build_identity`): a rebuilt binary runs its
+    /// cells again rather than mixing its results with another build's.
+    pub build: String,
     /// The clock asked for (`wall` or `modeled`).
     pub clock: String,
     pub page_bytes: usize,
@@ -448,6 +454,8 @@ impl Plan {
             procs: config.procs_per_node,
             network: config.profile.name.to_string(),
             platform: self.platform.name.clone(),
+            platform_digest: digest(dsm::platform::to_file_text(&self.platform).as_bytes()),
+            build: crate::scale::build_identity().to_string(),
             clock: self.clock.to_string(),
             page_bytes: config.page_bytes,
             homes,
@@ -713,13 +721,13 @@ impl<'a> Runner<'a> {
 /// (`scale::sequential_cpu`), as `cashmere run` takes it.
 fn sequential(app: &AppPlan, plan: &Plan) -> anyhow::Result<Sequential> {
     let modeled = plan.clock == ClockMode::Modeled;
-    let before = dsm::sys::set_flush_denormals(modeled && plan.platform.flush_denormals);
+    let mode = dsm::sys::flush_denormals(modeled && plan.platform.flush_denormals);
     let wall = Instant::now();
     let cpu = dsm::sys::thread_cpu_ns();
     let result = app.app.sequential(&app.params);
     let this_run = (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9;
     let wall_s = wall.elapsed().as_secs_f64();
-    dsm::sys::set_flush_denormals(before);
+    drop(mode);
     let result = result?;
     let cpu_s = if modeled {
         crate::scale::sequential_cpu(app.app, &app.params, Some(this_run), &plan.platform)?.0
