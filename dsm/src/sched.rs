@@ -270,7 +270,9 @@ impl Sched {
         let next = self.pick(&mut st);
         if let Some(n) = next {
             st.acts[n].run = Run::Running;
-            self.let_run(&mut st, n);
+            self.grant(&mut st, n);
+            drop(st);
+            self.wake(n);
         }
     }
 
@@ -355,8 +357,18 @@ impl Sched {
     }
 
     /// Lets activity `id`'s thread run (or return from its sleep).
-    fn let_run(&self, _locked: &mut State, id: usize) {
+    fn let_run(&self, locked: &mut State, id: usize) {
+        self.grant(locked, id);
+        self.wake(id);
+    }
+
+    /// Moves activity `id`'s go word (under the state's lock): from now on its sleep ends.
+    fn grant(&self, _locked: &mut State, id: usize) {
         self.go[id].fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Wakes activity `id`'s thread if it sleeps on its go word (after [`Sched::grant`]).
+    fn wake(&self, id: usize) {
         crate::sys::futex_wake(&self.go[id], 1);
     }
 
@@ -419,8 +431,11 @@ impl Sched {
             }
             Some(n) => {
                 st.acts[n].run = Run::Running;
-                self.let_run(&mut st, n);
+                self.grant(&mut st, n);
+                // Woken after the state is unlocked: a thread woken under the lock would
+                // find it held, and sleep on it once more before it could run.
                 drop(st);
+                self.wake(n);
                 self.sleep(me, seen)
             }
             None => {
@@ -723,9 +738,11 @@ impl Activity {
     /// Registers the calling thread (see [`Sched::register`]); returns when it may run.
     pub(crate) fn start(s: &Arc<Sched>, node: usize, local: Option<usize>) -> Activity {
         if let Some(cpu) = s.cpu {
-            // Binding is for speed and steadier CPU times only: a host that refuses it
-            // (a restricted container) runs the same simulation, more slowly.
+            // Binding and the batch policy are for speed and steadier CPU times only: a
+            // host that refuses them (a restricted container) runs the same simulation,
+            // more slowly.
             let _ = crate::sys::pin_thread(cpu);
+            let _ = crate::sys::batch_scheduling();
         }
         s.register(node, local);
         CPU_MARK.with(|m| m.set(crate::sys::thread_cpu_ns()));
