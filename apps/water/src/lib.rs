@@ -17,9 +17,11 @@
 //! the box at 64 molecules and gives 2, 4 and 10 cells per side to Water-spatial at 64,
 //! 512 and 9261 molecules. The potential energy is computed every `nprint` steps as in the
 //! original, and also after the last step if that is not one of them. Sizes: `test` 64
-//! molecules, 3 steps; `small` 512 molecules (the deck's), 200 steps (about 3 s
-//! sequentially, where the deck's 3 steps take 30 ms); `paper` 9261 molecules, the deck's
-//! 3 steps (the paper does not give its step count).
+//! molecules, 3 steps; `small` 512 molecules (the deck's), 20 steps (about 0.3 s
+//! sequentially, where the deck's 3 steps take 30 ms; 200 steps made the quick table's
+//! two Water cells of 7 variants take most of its time under the modeled clock, some 14
+//! minutes a cell at 8 x 4, for the same sharing per step); `paper` 9261 molecules, the
+//! deck's 3 steps (the paper does not give its step count).
 //!
 //! # Result
 //!
@@ -89,8 +91,8 @@
 //! lists, which `BNDRY` builds in the order molecules arrive (spatial), and the global sums
 //! in lock order. Each reordering changes a result by a few ulps, and this short-time
 //! dynamics grows such differences slowly: emulated schedules of 4 and 8 processors differ
-//! from the sequential run by about 1e-13 (relative) after 3 steps and 1e-12 after the 200
-//! steps of the `small` size. The checker uses a relative tolerance of 1e-9 on every field,
+//! from the sequential run by about 1e-13 (relative) after 3 steps and 1e-12 after 200
+//! steps (the `small` size has 20). The checker uses a relative tolerance of 1e-9 on every field,
 //! a thousand times that, with an absolute floor of 1e-9 (the fields are of order 0.01 to
 //! 1000 in their units). The test `emulated_parallel_schedules_pass_the_checker`
 //! measures the difference of emulated four-processor schedules.
@@ -169,7 +171,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "steps",
         help: "time steps",
-        defaults: ["3", "200", "3"],
+        defaults: ["3", "20", "3"],
     },
     ParamSpec {
         name: "tstep",
