@@ -342,3 +342,26 @@ fn jobs_run_apps_side_by_side_and_the_table_takes_their_cells() {
     zero.extend(["--jobs", "0"]);
     refused(&zero, &dir.path().join("z"), &["--jobs must be at least 1"]);
 }
+
+#[test]
+fn runs_keep_the_fastest_of_several_and_zero_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let mut twice = TINY.to_vec();
+    twice.extend(["--runs", "2"]);
+    let stdout = succeeds(&twice, &out);
+    assert!(stdout.contains("4 cell(s) run, 0 cell(s) kept"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();
+    for c in json["cells"].as_array().unwrap() {
+        assert_eq!(c["config"]["runs"], 2, "{c}");
+        assert_eq!(c["verified"], true, "{c}");
+    }
+    // A table of one run per cell does not keep cells of two.
+    let stdout = succeeds(&TINY, &out);
+    assert!(stdout.contains("4 cell(s) run, 0 cell(s) kept"), "{stdout}");
+
+    let mut zero = TINY.to_vec();
+    zero.extend(["--runs", "0"]);
+    refused(&zero, &dir.path().join("z"), &["--runs must be at least 1"]);
+}
