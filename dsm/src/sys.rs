@@ -330,24 +330,34 @@ pub fn futex_wake(word: &AtomicU32, n: u32) {
 #[cfg(target_arch = "x86_64")]
 const FTZ_DAZ: u32 = (1 << 15) | (1 << 6);
 
+/// The calling thread's MXCSR (the SSE control and status register).
+#[cfg(target_arch = "x86_64")]
+fn mxcsr() -> u32 {
+    let mut csr: u32 = 0;
+    // SAFETY: stmxcsr stores the 32-bit MXCSR into csr, a valid, aligned u32 that lives
+    // across the instruction.
+    unsafe { std::arch::asm!("stmxcsr [{}]", in(reg) &mut csr as *mut u32, options(nostack)) };
+    csr
+}
+
+/// Loads the calling thread's MXCSR from `csr`, a value [`mxcsr`] read, with at most its
+/// FTZ and DAZ bits changed (no reserved bit set).
+#[cfg(target_arch = "x86_64")]
+fn set_mxcsr(csr: u32) {
+    // SAFETY: csr is a register value read by stmxcsr with only defined bits changed, as
+    // the callers guarantee, so ldmxcsr cannot fault.
+    unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &csr as *const u32, options(nostack)) };
+}
+
 /// Makes the calling thread's floating-point arithmetic flush subnormal results and
 /// operands to zero (`on`), or compute them (IEEE, the default). Returns the previous
 /// setting. On hosts other than x86-64 it changes nothing and returns `on`.
 pub fn set_flush_denormals(on: bool) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let mut csr: u32 = 0;
-        // SAFETY: stmxcsr stores the 32-bit MXCSR into csr, a valid, aligned u32 that
-        // lives across the instruction.
-        unsafe {
-            std::arch::asm!("stmxcsr [{}]", in(reg) &mut csr as *mut u32, options(nostack))
-        };
-        let was = csr & FTZ_DAZ == FTZ_DAZ;
-        let new = if on { csr | FTZ_DAZ } else { csr & !FTZ_DAZ };
-        // SAFETY: ldmxcsr loads MXCSR from new, a valid u32 holding the register's old
-        // value with only the FTZ and DAZ bits changed (no reserved bit set).
-        unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &new as *const u32, options(nostack)) };
-        was
+        let csr = mxcsr();
+        set_mxcsr(if on { csr | FTZ_DAZ } else { csr & !FTZ_DAZ });
+        csr & FTZ_DAZ == FTZ_DAZ
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -369,11 +379,7 @@ pub struct FlushGuard {
 pub fn flush_denormals(on: bool) -> FlushGuard {
     #[cfg(target_arch = "x86_64")]
     {
-        let mut saved: u32 = 0;
-        // SAFETY: stmxcsr stores the 32-bit MXCSR into saved, a valid, aligned u32.
-        unsafe {
-            std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved as *mut u32, options(nostack))
-        };
+        let saved = mxcsr();
         set_flush_denormals(on);
         FlushGuard { saved }
     }
@@ -387,11 +393,7 @@ pub fn flush_denormals(on: bool) -> FlushGuard {
 impl Drop for FlushGuard {
     fn drop(&mut self) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: ldmxcsr loads the value stmxcsr read from this thread's MXCSR when the
-        // guard was made, a valid register value.
-        unsafe {
-            std::arch::asm!("ldmxcsr [{}]", in(reg) &self.saved as *const u32, options(nostack))
-        };
+        set_mxcsr(self.saved);
     }
 }
 

@@ -231,6 +231,8 @@ struct Plan {
     force: bool,
     /// Runs of each cell (`--runs`, at least 1).
     runs: usize,
+    /// FNV-1a of the platform's file text (`CellConfig::platform_digest`).
+    platform_digest: String,
 }
 
 struct AppPlan {
@@ -265,7 +267,7 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
     if jobs > 1 {
         jobs::run_apps(&plan, jobs)?;
         // The jobs wrote every cell they ran; what they could not run runs here.
-        runner.rerun_errors = false;
+        runner.from_jobs = true;
     }
     let cells = runner.run_all()?;
     output::finish(&plan, &cells)
@@ -352,6 +354,7 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
         variants,
         size,
         clock,
+        platform_digest: digest(dsm::platform::to_file_text(&platform).as_bytes()),
         platform,
         homes,
         out: a.out.clone(),
@@ -466,7 +469,7 @@ impl Plan {
             procs: config.procs_per_node,
             network: config.profile.name.to_string(),
             platform: self.platform.name.clone(),
-            platform_digest: digest(dsm::platform::to_file_text(&self.platform).as_bytes()),
+            platform_digest: self.platform_digest.clone(),
             build: crate::scale::build_identity().to_string(),
             runs: self.runs,
             clock: self.clock.to_string(),
@@ -542,10 +545,9 @@ struct Runner<'a> {
     args: Vec<std::ffi::OsString>,
     kept: usize,
     ran: usize,
-    /// A cell on disk that ended in an error is run again, and `--force` runs every cell:
-    /// false once `--jobs` has run them, so that the cells its processes wrote are taken
-    /// as they are.
-    rerun_errors: bool,
+    /// The cells on disk were just written by `--jobs`: they are taken as they are (an
+    /// errored one is not run again, and `--force` has already been applied by the jobs).
+    from_jobs: bool,
 }
 
 impl<'a> Runner<'a> {
@@ -569,7 +571,7 @@ impl<'a> Runner<'a> {
             args: std::env::args_os().skip(1).collect(),
             kept: 0,
             ran: 0,
-            rerun_errors: true,
+            from_jobs: false,
         })
     }
 
@@ -613,7 +615,7 @@ impl<'a> Runner<'a> {
             }
         }
         self.progress.finish();
-        if self.rerun_errors {
+        if !self.from_jobs {
             println!(
                 "{} cell(s) run, {} cell(s) kept from {} (--force runs them again)",
                 self.ran,
@@ -634,7 +636,7 @@ impl<'a> Runner<'a> {
     /// The cell on disk for `config`, if it finished under exactly this configuration
     /// (and, for the cell whose homes the others replay, its homes file is there).
     fn kept_cell(&self, config: &CellConfig) -> Option<Cell> {
-        if self.plan.force && self.rerun_errors {
+        if self.plan.force && !self.from_jobs {
             return None;
         }
         let text =
@@ -643,7 +645,7 @@ impl<'a> Runner<'a> {
         let homes_needed = config.variant == HOMES_FROM && self.plan.homes == HomesMode::Captured;
         let keep = if cell.errored() {
             // Run again, unless a job has just run it (and removed its homes).
-            !self.rerun_errors
+            self.from_jobs
         } else {
             !homes_needed || self.plan.homes_path(&config.app).is_file()
         };
@@ -718,12 +720,9 @@ impl<'a> Runner<'a> {
                             (cell, report.homes_file())
                         }
                     };
-                    let faster = |b: &Cell| {
-                        let time = |c: &Cell| c.run.as_ref().map_or(f64::INFINITY, |r| r.par_s);
-                        time(&cell) < time(b)
-                    };
+                    let par_s = |c: &Cell| c.run.as_ref().map_or(f64::INFINITY, |r| r.par_s);
                     let failed_run = !cell.verified;
-                    if failed_run || best.as_ref().is_none_or(|(b, _)| faster(b)) {
+                    if failed_run || best.as_ref().is_none_or(|(b, _)| par_s(&cell) < par_s(b)) {
                         best = Some((cell, homes));
                     }
                     if failed_run {

@@ -74,6 +74,16 @@ fn cell_files(out: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The tiny table with `extra` arguments.
+fn tiny_with(extra: &[&'static str]) -> Vec<&'static str> {
+    TINY.iter().chain(extra).copied().collect()
+}
+
+/// The `table.json` a table wrote to `out`.
+fn table_json(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn a_tiny_table_writes_every_output_and_keeps_finished_cells() {
     let dir = tempfile::tempdir().unwrap();
@@ -312,8 +322,7 @@ fn a_failed_cell_is_recorded_and_named_and_the_table_goes_on() {
 fn jobs_run_apps_side_by_side_and_the_table_takes_their_cells() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j");
-    let mut jobs = TINY.to_vec();
-    jobs.extend(["--jobs", "2"]);
+    let jobs = tiny_with(&["--jobs", "2"]);
     let o = table(&jobs, &out);
     let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{stdout}\n{stderr}");
@@ -322,8 +331,7 @@ fn jobs_run_apps_side_by_side_and_the_table_takes_their_cells() {
     assert!(stderr.contains("sor under CSM-None") && stderr.contains("tsp under CSM-None"));
     assert!(stdout.contains("4 cell(s) from the jobs"), "{stdout}");
     assert!(stdout.contains("0 run here"), "{stdout}");
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();
+    let json = table_json(&out);
     let cells = json["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4);
     assert!(cells.iter().all(|c| c["verified"] == true), "{json}");
@@ -338,21 +346,20 @@ fn jobs_run_apps_side_by_side_and_the_table_takes_their_cells() {
     assert!(stdout.contains("0 run here"), "{stdout}");
     assert!(stderr.contains("sor under CSM-None: ERROR"), "{stderr}");
 
-    let mut zero = TINY.to_vec();
-    zero.extend(["--jobs", "0"]);
-    refused(&zero, &dir.path().join("z"), &["--jobs must be at least 1"]);
+    refused(
+        &tiny_with(&["--jobs", "0"]),
+        &dir.path().join("z"),
+        &["--jobs must be at least 1"],
+    );
 }
 
 #[test]
 fn runs_keep_the_fastest_of_several_and_zero_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
-    let mut twice = TINY.to_vec();
-    twice.extend(["--runs", "2"]);
-    let stdout = succeeds(&twice, &out);
+    let stdout = succeeds(&tiny_with(&["--runs", "2"]), &out);
     assert!(stdout.contains("4 cell(s) run, 0 cell(s) kept"), "{stdout}");
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();
+    let json = table_json(&out);
     for c in json["cells"].as_array().unwrap() {
         assert_eq!(c["config"]["runs"], 2, "{c}");
         assert_eq!(c["verified"], true, "{c}");
@@ -361,7 +368,9 @@ fn runs_keep_the_fastest_of_several_and_zero_is_refused() {
     let stdout = succeeds(&TINY, &out);
     assert!(stdout.contains("4 cell(s) run, 0 cell(s) kept"), "{stdout}");
 
-    let mut zero = TINY.to_vec();
-    zero.extend(["--runs", "0"]);
-    refused(&zero, &dir.path().join("z"), &["--runs must be at least 1"]);
+    refused(
+        &tiny_with(&["--runs", "0"]),
+        &dir.path().join("z"),
+        &["--runs must be at least 1"],
+    );
 }

@@ -84,7 +84,7 @@ impl Node {
     /// or, if another node may hold a broadcast copy of `p`, every node.
     pub(super) fn broadcast_notice_targets(&self, p: u32, sharers: u64) -> u64 {
         if self.broadcast_copies_may_exist(p) {
-            sharers | self.net.all_nodes()
+            self.net.all_nodes()
         } else {
             sharers
         }

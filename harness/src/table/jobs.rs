@@ -44,8 +44,7 @@ pub fn run_apps(plan: &Plan, jobs: usize) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this program to run the jobs")?;
     let args = child_args(std::env::args_os().skip(1));
     let cpus = dsm::sys::allowed_cpus();
-    let queue: Mutex<VecDeque<&str>> =
-        Mutex::new(plan.apps.iter().map(|a| a.app.name()).collect());
+    let queue: Mutex<VecDeque<&str>> = Mutex::new(plan.apps.iter().map(|a| a.app.name()).collect());
     eprintln!(
         "table: {} app(s), {jobs} at a time, each in a process of its own on a CPU of its own",
         plan.apps.len()
@@ -118,7 +117,15 @@ mod tests {
         ]);
         assert_eq!(
             child_args(parent.into_iter()),
-            args(&["table", "--size", "small", "--force", "--jobs", "1", "--cells-only"])
+            args(&[
+                "table",
+                "--size",
+                "small",
+                "--force",
+                "--jobs",
+                "1",
+                "--cells-only"
+            ])
         );
         let parent = args(&["table", "--apps=lu", "--jobs", "3", "--out", "o"]);
         assert_eq!(
