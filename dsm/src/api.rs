@@ -36,7 +36,7 @@ use crate::engine::{Allocation, Node, Regions};
 use crate::fault::Protector;
 use crate::launch::{launch_with_stall_timeout, ExecMode, LaunchSpec, NodeCtx};
 use crate::net::{Backing, Net};
-use crate::stats::{Breakdown, Clock, Counters};
+use crate::stats::{Breakdown, Clock, Counters, Timed};
 use crate::sync::{SyncHost, SyncState};
 use crate::sys;
 use serde::de::DeserializeOwned;
@@ -367,6 +367,22 @@ impl Proc {
         crate::sched::charge(ns);
     }
 
+    /// Starts the timed region on this processor. A program that measures only part of
+    /// its run (SPLASH-2's programs time the parallel computation, not the input's
+    /// generation or the result's check) calls it on every processor, right after the
+    /// barrier that ends initialization, and [`Proc::stop_timing`] after the computation's
+    /// last barrier. [`Report::elapsed_ns`] and each processor's breakdown then cover the
+    /// region: from the earliest start to the latest stop. Every processor marks it, or
+    /// none does; a mark out of order panics with the reason.
+    pub fn start_timing(&self) {
+        crate::stats::Clock::mark(crate::stats::Mark::Begin);
+    }
+
+    /// Ends the timed region on this processor ([`Proc::start_timing`]).
+    pub fn stop_timing(&self) {
+        crate::stats::Clock::mark(crate::stats::Mark::End);
+    }
+
     /// This processor's time so far in the run's clock, in nanoseconds: virtual time under
     /// the modeled clock (from 0 at the start of the run), else the wall clock.
     pub fn now_ns(&self) -> u64 {
@@ -379,7 +395,13 @@ impl Proc {
 pub struct ProcReport {
     pub id: usize,
     pub node: usize,
+    /// Where the processor's time went in the timed region if the program marked one
+    /// ([`Proc::start_timing`]), else in the whole run.
     pub breakdown: Breakdown,
+    /// Where the processor's time went in the whole run.
+    pub run_breakdown: Breakdown,
+    /// The timed region, if the program marked one.
+    pub timed: Option<Timed>,
 }
 
 /// What a run returns.
@@ -392,9 +414,15 @@ pub struct Report<R> {
     pub node_counters: Vec<Counters>,
     /// Counters summed over nodes.
     pub counters: Counters,
-    /// Time of the parallel part (from the start barrier to the last processor), in the
-    /// run's clock ([`Report::clock`]): wall time, or virtual time under the modeled clock.
+    /// Time of the parallel part, in the run's clock ([`Report::clock`]): wall time, or
+    /// virtual time under the modeled clock. If the program marked a timed region
+    /// ([`Proc::start_timing`]), from the earliest start to the latest stop; else the
+    /// whole run ([`Report::run_ns`]).
     pub elapsed_ns: u64,
+    /// Time of the whole run, from the start barrier to the last processor's end.
+    pub run_ns: u64,
+    /// Whether the program marked a timed region (on every processor).
+    pub timed_region: bool,
     /// `wall` or `modeled`: which clock `elapsed_ns` and the breakdowns come from.
     pub clock: String,
     /// The platform profile the modeled clock charged (empty under the wall clock).
@@ -433,6 +461,8 @@ impl<R> Report<R> {
             node_counters: self.node_counters,
             counters: self.counters,
             elapsed_ns: self.elapsed_ns,
+            run_ns: self.run_ns,
+            timed_region: self.timed_region,
             clock: self.clock,
             platform: self.platform,
             cpu_scale: self.cpu_scale,
@@ -455,6 +485,30 @@ struct NodeOutcome<R> {
     counters: Counters,
     elapsed_ns: u64,
     homes: Vec<u32>,
+}
+
+/// The timed region's length, from the earliest start to the latest stop
+/// ([`Proc::start_timing`]); `None` if no processor marked it, an error if only some did.
+fn timed_elapsed(procs: &[ProcReport]) -> Result<Option<u64>, DsmError> {
+    let marked: Vec<Timed> = procs.iter().filter_map(|p| p.timed).collect();
+    if marked.is_empty() {
+        return Ok(None);
+    }
+    if marked.len() < procs.len() {
+        let missing: Vec<String> = procs
+            .iter()
+            .filter(|p| p.timed.is_none())
+            .map(|p| p.id.to_string())
+            .collect();
+        return Err(DsmError::PartlyTimed {
+            marked: marked.len(),
+            procs: procs.len(),
+            missing: missing.join(", "),
+        });
+    }
+    let begin = marked.iter().map(|t| t.begin_ns).min().unwrap_or(0);
+    let end = marked.iter().map(|t| t.end_ns).max().unwrap_or(0);
+    Ok(Some(end.saturating_sub(begin)))
 }
 
 /// A cluster configuration ready to run programs.
@@ -525,6 +579,8 @@ impl Cluster {
             node_counters: Vec::new(),
             counters: Counters::default(),
             elapsed_ns: 0,
+            run_ns: 0,
+            timed_region: false,
             clock: cfg.clock.to_string(),
             platform: match cfg.clock {
                 crate::config::ClockMode::Wall => String::new(),
@@ -548,7 +604,7 @@ impl Cluster {
                 serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
             report.counters.add(&o.counters);
             report.node_counters.push(o.counters);
-            report.elapsed_ns = report.elapsed_ns.max(o.elapsed_ns);
+            report.run_ns = report.run_ns.max(o.elapsed_ns);
             report
                 .homes
                 .extend(o.homes.iter().map(|&p| (p, node as u8)));
@@ -558,6 +614,8 @@ impl Cluster {
             }
         }
         report.homes.sort_unstable();
+        report.elapsed_ns = timed_elapsed(&report.procs)?.unwrap_or(report.run_ns);
+        report.timed_region = report.procs.iter().any(|p| p.timed.is_some());
         Ok(report)
     }
 }
@@ -913,7 +971,7 @@ where
                         // may still need its pages.
                         p.node.sync.final_barrier(&*p.node, nbarriers - 1);
                         p.node.finish();
-                        let breakdown = Clock::stop();
+                        let (run_breakdown, timed) = Clock::stop();
                         drop(activity);
                         crate::engine::set_current_slot(None);
                         sys::drop_alt_stack();
@@ -921,7 +979,9 @@ where
                             ProcReport {
                                 id: p.id,
                                 node: p.node.id,
-                                breakdown,
+                                breakdown: timed.map_or(run_breakdown, |t| t.breakdown),
+                                run_breakdown,
+                                timed,
                             },
                             r,
                         )
@@ -956,7 +1016,7 @@ where
         // to its end.
         Some(_) => results
             .iter()
-            .map(|(pr, _)| pr.breakdown.total_ns())
+            .map(|(pr, _)| pr.run_breakdown.total_ns())
             .max()
             .unwrap_or(0),
         None => sys::monotonic_ns() - start,

@@ -276,6 +276,12 @@ pub enum DsmError {
     HomesFile { path: PathBuf, why: String },
     #[error("a node's result could not be decoded: {0}")]
     Result(String),
+    #[error("the program marked its timed region on {marked} of {procs} processors (not on processor(s) {missing}): every processor must call Proc::start_timing and Proc::stop_timing, or none")]
+    PartlyTimed {
+        marked: usize,
+        procs: usize,
+        missing: String,
+    },
 }
 
 impl DsmError {

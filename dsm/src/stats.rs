@@ -145,6 +145,28 @@ struct ClockState {
     /// Time inside the current entry already charged to Wait or Message.
     excluded: u64,
     b: Breakdown,
+    /// The program's timed region ([`Clock::mark`]): when it began and ended, with the
+    /// breakdown at each mark.
+    begin: Option<(u64, Breakdown)>,
+    end: Option<(u64, Breakdown)>,
+}
+
+/// The timed region of one processor: where a program marked the start and the end of the
+/// part it measures (SPLASH-2's programs time their parallel part from the barrier that
+/// ends initialization to the last barrier of the computation), in the run's clock, and
+/// where the processor's time went in between.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timed {
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub breakdown: Breakdown,
+}
+
+/// Which end of the timed region [`Clock::mark`] marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    Begin,
+    End,
 }
 
 /// Now, in the clock of the run: the calling processor's virtual clock under the modeled
@@ -167,22 +189,76 @@ impl Clock {
                 depth: 0,
                 excluded: 0,
                 b: Breakdown::default(),
+                begin: None,
+                end: None,
             }))
         });
     }
 
-    /// Stops the clock and returns the breakdown.
-    pub fn stop() -> Breakdown {
+    /// Stops the clock and returns the breakdown of the whole run, and of the timed
+    /// region if the program marked both of its ends.
+    pub fn stop() -> (Breakdown, Option<Timed>) {
         let stolen = crate::sched::user_burst();
         let now = now();
         CLOCK.with(|c| match c.take() {
             Some(mut s) => {
                 s.b.user_ns += now.saturating_sub(s.left_at).saturating_sub(stolen);
                 s.b.message_ns += stolen;
-                s.b
+                let timed = match (s.begin, s.end) {
+                    (Some((begin_ns, b0)), Some((end_ns, b1))) => Some(Timed {
+                        begin_ns,
+                        end_ns,
+                        breakdown: Breakdown {
+                            user_ns: b1.user_ns - b0.user_ns,
+                            protocol_ns: b1.protocol_ns - b0.protocol_ns,
+                            wait_ns: b1.wait_ns - b0.wait_ns,
+                            message_ns: b1.message_ns - b0.message_ns,
+                        },
+                    }),
+                    _ => None,
+                };
+                (s.b, timed)
             }
-            None => Breakdown::default(),
+            None => (Breakdown::default(), None),
         })
+    }
+
+    /// Marks one end of the program's timed region at this moment: the computation since
+    /// the last runtime entry is charged first (a mark is a runtime entry, and under the
+    /// modeled clock a point where other processors may run), so the breakdown at the
+    /// mark is complete. Panics with the reason if the marks come out of order.
+    pub fn mark(which: Mark) {
+        drop(Self::enter());
+        let now = now();
+        CLOCK.with(|c| {
+            let Some(mut s) = c.get() else {
+                return;
+            };
+            match which {
+                Mark::Begin => {
+                    assert!(
+                        s.begin.is_none(),
+                        "the timed region was started twice on this processor: call \
+                         Proc::start_timing once, after the barrier that ends initialization"
+                    );
+                    s.begin = Some((now, s.b));
+                }
+                Mark::End => {
+                    assert!(
+                        s.begin.is_some(),
+                        "the timed region was stopped before it was started: call \
+                         Proc::start_timing before Proc::stop_timing"
+                    );
+                    assert!(
+                        s.end.is_none(),
+                        "the timed region was stopped twice on this processor: call \
+                         Proc::stop_timing once, after the computation's last barrier"
+                    );
+                    s.end = Some((now, s.b));
+                }
+            }
+            c.set(Some(s));
+        });
     }
 
     /// Enters the runtime; the returned guard leaves it.

@@ -177,3 +177,73 @@ fn the_modeled_clock_refuses_no_variant() {
         assert_eq!(ClockMode::Modeled.refuses(&v), None, "{}", v.name);
     }
 }
+
+/// The timed region (`Proc::start_timing`, `Proc::stop_timing`) over the barrier of
+/// `a_barrier_takes_the_hand_computed_virtual_time`: P0 leaves the barrier at 6016 and P1
+/// at 7016; both start timing there, compute 3000 ns and stop (P0 at 9016, P1 at 10016),
+/// then compute 50,000 ns outside the region. The region runs from the earliest start to
+/// the latest stop: 10016 - 6016 = 4000 ns, each processor's breakdown is its 3000 ns of
+/// User time, and the whole run is longer by the rest (and the engine's final barrier).
+#[test]
+fn the_timed_region_covers_the_marked_part_only() {
+    let r = Cluster::new(tiny(2, 1))
+        .run(|s| {
+            let bar = s.barrier();
+            move |p| {
+                p.compute(if p.id() == 0 { 1_000 } else { 5_000 });
+                bar.wait(p);
+                p.start_timing();
+                p.compute(3_000);
+                p.stop_timing();
+                p.compute(50_000);
+            }
+        })
+        .expect("run");
+    assert!(r.timed_region);
+    assert_eq!(r.elapsed_ns, 4_000);
+    // The whole run also holds the engine's final barrier.
+    assert!(r.run_ns >= 10_016 + 50_000, "run {} ns", r.run_ns);
+    for p in &r.procs {
+        let t = p.timed.expect("marked");
+        assert_eq!(t.end_ns - t.begin_ns, 3_000, "processor {}", p.id);
+        assert_eq!(p.breakdown.user_ns, 3_000, "processor {}", p.id);
+        assert_eq!(p.breakdown.total_ns(), 3_000, "processor {}", p.id);
+        assert!(p.run_breakdown.total_ns() > 50_000, "processor {}", p.id);
+    }
+    // A program that marks no region is timed whole.
+    let whole = Cluster::new(tiny(2, 1))
+        .run(|_| |p: &dsm::Proc| p.compute(7_000))
+        .expect("run");
+    assert!(!whole.timed_region);
+    assert_eq!(whole.elapsed_ns, whole.run_ns);
+    assert!(whole.procs.iter().all(|p| p.timed.is_none() && p.breakdown == p.run_breakdown));
+}
+
+/// Every processor marks the timed region, or none does; marks out of order are refused
+/// with the reason.
+#[test]
+fn a_timed_region_marked_wrongly_is_refused_with_the_reason() {
+    let partly = Cluster::new(tiny(2, 1)).run(|_| {
+        |p: &dsm::Proc| {
+            if p.id() == 0 {
+                p.start_timing();
+                p.stop_timing();
+            }
+        }
+    });
+    match partly {
+        Ok(_) => panic!("a region marked on one processor of two must be refused"),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("on 1 of 2 processors (not on processor(s) 1)"), "{e}");
+        }
+    }
+    let unstarted = Cluster::new(tiny(2, 1)).run(|_| |p: &dsm::Proc| p.stop_timing());
+    match unstarted {
+        Ok(_) => panic!("a region stopped before it started must be refused"),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("stopped before it was started"), "{e}");
+        }
+    }
+}

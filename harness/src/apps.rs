@@ -38,3 +38,43 @@ pub fn input_param(app: &dyn App) -> Option<&'static str> {
         .into_iter()
         .find(|n| app.params().iter().any(|p| p.name == *n))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app_common::{Params, Size};
+
+    /// Every app times the same part of its sequential and its parallel run (SPLASH-2's
+    /// timed region): both mark one, and each leaves work out of it (the region is shorter
+    /// than the whole run).
+    #[test]
+    fn every_app_marks_its_timed_region_in_both_versions() {
+        for app in all() {
+            let params = Params::resolve(app.name(), app.params(), Size::Test, &[]).unwrap();
+            let (r, took) = app_common::timing::measure(|| app.sequential(&params));
+            r.unwrap_or_else(|e| panic!("{}: {e}", app.name()));
+            assert!(
+                took.region,
+                "{}: the sequential run marks no timed region",
+                app.name()
+            );
+            let config =
+                app_common::test_config(protocol_variants::CSM_DMS, 2, 2, dsm::ExecMode::Threads);
+            let (_, report) = app
+                .parallel(&params, &config)
+                .unwrap_or_else(|e| panic!("{}: {e}", app.name()));
+            assert!(
+                report.timed_region,
+                "{}: the parallel run marks no timed region",
+                app.name()
+            );
+            assert!(
+                report.elapsed_ns < report.run_ns,
+                "{}: region {} ns, run {} ns",
+                app.name(),
+                report.elapsed_ns,
+                report.run_ns
+            );
+        }
+    }
+}

@@ -264,7 +264,7 @@ fn app_help(app: &dyn App) -> String {
 
 /// Progress on standard error for runs that take a while: a spinner with the elapsed
 /// time when standard error is a terminal, and otherwise one plain line at the end for
-/// steps that took 2 s or more (so logs get no carriage-return clutter).
+/// steps that took [`plain_line_after`] or more (so logs get no carriage-return clutter).
 struct Progress {
     what: String,
     start: Instant,
@@ -291,11 +291,21 @@ impl Progress {
     }
 }
 
+/// How long a step must take for its plain progress line: 2 s, or
+/// `CASHMERE_PROGRESS_AFTER_S` seconds (0 logs every step).
+fn plain_line_after() -> std::time::Duration {
+    std::env::var("CASHMERE_PROGRESS_AFTER_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(std::time::Duration::from_secs(2), std::time::Duration::from_secs_f64)
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         match self.bar.take() {
             Some(bar) => bar.finish_and_clear(),
-            None if self.start.elapsed().as_secs() >= 2 => {
+            None if self.start.elapsed() >= plain_line_after() => {
                 eprintln!("{}: {:.1} s", self.what, self.start.elapsed().as_secs_f64())
             }
             None => {}
@@ -397,9 +407,10 @@ pub fn run_app(
         // processors of the parallel run do).
         let flush = modeled && config.platform.flush_denormals;
         let mode = dsm::sys::flush_denormals(flush);
-        let (t, cpu) = (Instant::now(), dsm::sys::thread_cpu_ns());
-        let r = app.sequential(params);
-        let this_run = (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9;
+        // The sequential run's timed region (`app_common::timing`), the part the
+        // parallel run's region (`Report::elapsed_ns`) matches.
+        let (r, took) = app_common::timing::measure(|| app.sequential(params));
+        let this_run = took.cpu_ns as f64 / 1e9;
         drop(mode);
         let r = r.with_context(|| format!("sequential {}", app.name()))?;
         let seq_s = if modeled {
@@ -410,7 +421,7 @@ pub fn run_app(
                 crate::scale::sequential_cpu(app, params, Some(this_run), &config.platform)?;
             cpu_s * config.cpu_scale
         } else {
-            t.elapsed().as_secs_f64()
+            took.wall_ns as f64 / 1e9
         };
         (r, seq_s)
     };
@@ -421,15 +432,12 @@ pub fn run_app(
             config.protocol.name
         ))
     });
-    let t = Instant::now();
     let (par, report) = app
         .parallel(params, config)
         .with_context(|| format!("parallel {} under {}", app.name(), config.protocol.name))?;
-    let par_s = if modeled {
-        report.elapsed_ns as f64 / 1e9
-    } else {
-        t.elapsed().as_secs_f64()
-    };
+    // The timed region of the parallel run (the whole run if the app marked none), in the
+    // run's clock: virtual time, or wall time from the start barrier (not the launch).
+    let par_s = report.elapsed_ns as f64 / 1e9;
     let verified = app.check(&seq, &par);
     Ok(Outcome {
         seq,

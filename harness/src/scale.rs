@@ -237,9 +237,9 @@ pub fn measure(app: &dyn App, params: &Params, flush: bool) -> anyhow::Result<f6
         }
     }
     let mode = dsm::sys::flush_denormals(flush);
-    let t0 = dsm::sys::thread_cpu_ns();
-    let r = app.sequential(params);
-    let ns = dsm::sys::thread_cpu_ns() - t0;
+    // The timed region the app marks (`app_common::timing`), as the parallel run's.
+    let (r, took) = app_common::timing::measure(|| app.sequential(params));
+    let ns = took.cpu_ns;
     drop(mode);
     r.with_context(|| format!("sequential {}", app.name()))?;
     if ns == 0 {

@@ -579,35 +579,24 @@ fn other_bad_settings_are_refused_with_the_valid_choices() {
     );
 }
 
+/// Standard error is a pipe here: progress comes as plain lines (no carriage returns),
+/// one per step that took `CASHMERE_PROGRESS_AFTER_S` or more (2 s by default).
 #[test]
 fn progress_is_plain_lines_when_standard_error_is_not_a_terminal() {
-    // A sequential step of a few seconds, long enough for progress to be shown.
-    let o = cashmere(
-        &[
-            "run",
-            "sor",
-            "--param",
-            "rows=2048",
-            "--param",
-            "cols=2048",
-            "--param",
-            "iterations=1200",
-            "--nodes",
-            "1",
-            "--procs",
-            "2",
-        ],
-        &[],
-    );
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert!(!o.stderr.contains('\r'), "{:?}", o.stderr);
-    assert!(
-        o.stderr
-            .lines()
-            .any(|l| l.starts_with("sor sequential: ") && l.ends_with(" s")),
-        "{:?}",
-        o.stderr
-    );
+    let args = ["run", "sor", "--nodes", "1", "--procs", "2"];
+    let every = cashmere(&args, &[("CASHMERE_PROGRESS_AFTER_S", "0")]);
+    assert_eq!(every.code, Some(0), "{}", every.stderr);
+    assert!(!every.stderr.contains('\r'), "{:?}", every.stderr);
+    for step in ["sor sequential: ", "sor parallel (CSM-DMS): "] {
+        assert!(
+            every.stderr.lines().any(|l| l.starts_with(step) && l.ends_with(" s")),
+            "no `{step}` line: {:?}",
+            every.stderr
+        );
+    }
+    let none = cashmere(&args, &[("CASHMERE_PROGRESS_AFTER_S", "100000")]);
+    assert_eq!(none.code, Some(0), "{}", none.stderr);
+    assert!(!none.stderr.contains("sor sequential: "), "{:?}", none.stderr);
 }
 
 /// `bench proto --clock modeled` composes the protocol's basic operations from the

@@ -219,6 +219,8 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     let mut mine = Vec::with_capacity(n);
     let mut first = None;
     let mut last = None;
+    // Timed as the parallel run: the steps, not generating the bodies.
+    app_common::timing::start();
     for step in 0..cfg.nsteps {
         // The halves of `cost_halves`: even steps read the first and write the second.
         let (h0, h1) = cost.split_at_mut(n);
@@ -252,6 +254,7 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
         last = Some((e, cost_w.iter().sum::<u64>(), ncell));
         force::advance(&mine, &mut pos, &mut vel, &acc, cfg.force.dtime);
     }
+    app_common::timing::stop();
     let (last, interactions, cells) = last.expect("at least one step");
     Ok(Outcome {
         first: first.expect("at least one step"),

@@ -153,6 +153,8 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
         }
     }
     bar.wait(p);
+    // Timed: the steps, not generating the bodies.
+    p.start_timing();
     let mut mine: Vec<u32> = Vec::new();
     // Processor 0's private record of the steps, as in the sequential version.
     let mut first = None;
@@ -225,6 +227,7 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
         }
         bar.wait(p);
     }
+    p.stop_timing();
     if id != 0 {
         return None;
     }

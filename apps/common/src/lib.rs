@@ -8,6 +8,7 @@
 mod params;
 mod result;
 pub mod rng;
+pub mod timing;
 
 pub use params::{ParamSpec, Params, Size};
 pub use result::{AppResult, Check, Mismatch, Value};
@@ -162,10 +163,14 @@ pub trait App: Sync {
     /// Bytes of the app's main data set under `params` (one copy), estimated from below,
     /// so that a run that cannot fit this machine's memory is refused before it allocates.
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError>;
-    /// Runs the sequential version, which links no DSM code.
+    /// Runs the sequential version, which links no DSM code. It marks its timed region
+    /// ([`timing::start`], [`timing::stop`]) where the parallel version's processors mark
+    /// theirs, so that the speedup compares the same part of both runs.
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError>;
     /// Runs the parallel version on a DSM cluster configured by `config`; returns the
-    /// result summary and the run's report (times and counters).
+    /// result summary and the run's report (times and counters). Its processors mark the
+    /// timed region (`dsm::Proc::start_timing`) that SPLASH-2's programs time: after the
+    /// barrier that ends initialization, to the computation's last barrier.
     fn parallel(
         &self,
         params: &Params,

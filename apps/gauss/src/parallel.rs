@@ -36,6 +36,8 @@ pub fn run_parallel(
                 }
             }
             bar.wait(p);
+            // Timed: the elimination, not the input or the back substitution (the check).
+            p.start_timing();
             for (k, ready) in pivot_ready.iter().enumerate() {
                 if owner(k, nprocs) == id {
                     // SAFETY: row k is this processor's; nobody else reads it before flag k.
@@ -54,6 +56,7 @@ pub fn run_parallel(
                 }
             }
             bar.wait(p);
+            p.stop_timing();
             if id != 0 {
                 return None;
             }

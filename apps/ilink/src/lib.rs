@@ -358,7 +358,11 @@ impl App for Ilink {
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let problem = self.problem(params)?;
-        let est = estimate(&problem)?;
+        // Timed as the parallel run: the estimate, not building the problem.
+        app_common::timing::start();
+        let est = estimate(&problem);
+        app_common::timing::stop();
+        let est = est?;
         Ok(AppResult::new()
             .with("thetas", Value::F64s(est.thetas))
             .f64("neg2_ln_like", est.neg2_ln_like))

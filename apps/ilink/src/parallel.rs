@@ -88,6 +88,8 @@ pub fn run_parallel(
             bar: s.barrier(),
         };
         move |p: &Proc| -> Option<Result<AppResult, String>> {
+            // Timed: the estimate, from the start (the problem is built before the run).
+            p.start_timing();
             let mut scratch = Scratch::default();
             // SAFETY: each processor writes only its own row; nobody reads rows before
             // the first barrier.
@@ -97,6 +99,7 @@ pub fn run_parallel(
                 loop {
                     ctx.bar.wait(p);
                     if ctx.control.get(0) == DONE {
+                        p.stop_timing();
                         return None;
                     }
                     peel_evaluation(p, problem, &ctx, &mut scratch);
@@ -120,6 +123,7 @@ pub fn run_parallel(
             }
             ctx.control.set(0, DONE);
             ctx.bar.wait(p);
+            p.stop_timing();
             Some(
                 outcome
                     .map(|_| summary_of(&ctx, nthetas))

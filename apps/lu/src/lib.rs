@@ -30,6 +30,7 @@
 //! let (layout, owners) = parallel_layout(variant, n, block_size, config)?;
 //! generate(a, layout, |bi, bj| owner(bi, bj) == id)   // each processor its own blocks
 //! BARRIER                                             // input complete
+//! start timing                                        // SPLASH-2 times the factorization
 //! for bk in 0..nblocks:                               // factor_parallel(mem, .., id)
 //!     if owner(bk, bk) == id: factor_diagonal(a, layout, bk)
 //!     BARRIER                                         // diagonal block bk final
@@ -37,6 +38,7 @@
 //!     BARRIER                                         // row and column bk final
 //!     update_interior(a, layout, bk, mine)
 //! BARRIER                                             // all blocks final
+//! stop timing
 //! processor 0: summarize(a, layout, &rhs)
 //! ```
 //!
@@ -121,7 +123,9 @@ pub fn run_sequential(variant: Variant, params: &Params) -> Result<AppResult, Ap
     let layout = Layout::new(variant, n, block_size, &owners, 1);
     let mut a = vec![0.0; layout.len()];
     let rhs = generate(&mut a, &layout, |_, _| true);
+    app_common::timing::start();
     factor(&mut a, &layout);
+    app_common::timing::stop();
     Ok(summarize(&a, &layout, &rhs))
 }
 

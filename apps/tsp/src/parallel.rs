@@ -150,6 +150,8 @@ pub fn run(
                 }
             }
             bar.wait(p);
+            // Timed: the search, not reading and setting up the input.
+            p.start_timing();
             // SAFETY: nobody writes `weights` after the barrier.
             let weights = unsafe { arrays.weights.as_slice() };
             let exits = bnb::exit_bounds(weights, n, config.dfs_bound);
@@ -169,6 +171,7 @@ pub fn run(
             bnb::worker(weights, n, &exits, &mut queue, &mut best);
             // Every processor has finished its last subtree and offered its tours.
             bar.wait(p);
+            p.stop_timing();
             (p.id() == 0).then(|| {
                 let best_len = arrays.best.get(MIN_TOUR_LEN);
                 let tour: Vec<i32> = (0..n).map(|k| arrays.best.get(MIN_TOUR + k)).collect();

@@ -192,6 +192,9 @@ pub fn water_nsq(
                 v().copy_from_slice(init);
             }
             sync.start.wait(p);
+            // Timed (SPLASH-2's COMPUTETIME, after initialization): the initial
+            // accelerations and the steps, not reading the input.
+            p.start_timing();
             // Initial accelerations.
             let lvir = nsq::intraf_range(v(), mine.clone());
             add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
@@ -226,6 +229,7 @@ pub fn water_nsq(
                 }
                 sync.start.wait(p);
             }
+            p.stop_timing();
             (id == 0).then(|| last.expect("at least one step").to_result())
         }
     })?;
@@ -304,6 +308,9 @@ pub fn water_sp(
                 }
             }
             sync.start.wait(p);
+            // Timed (SPLASH-2's COMPUTETIME, after initialization): the initial
+            // accelerations and the steps, not reading the input.
+            p.start_timing();
             let lvir = sp::intraf_cells(v(), h(), n(), &cells);
             add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
             sync.start.wait(p);
@@ -340,6 +347,7 @@ pub fn water_sp(
                 }
                 sync.start.wait(p);
             }
+            p.stop_timing();
             (id == 0).then(|| last.expect("at least one step").to_result())
         }
     })?;
