@@ -746,18 +746,17 @@ impl<'a> Runner<'a> {
     }
 }
 
-/// The sequential run: its result, wall time and thread CPU time. Under the modeled clock
-/// it computes as the platform does (`Platform::flush_denormals`), and its CPU time is this
-/// input's cached one, the least of a few runs of which this is one
-/// (`scale::sequential_cpu`), as `cashmere run` takes it.
+/// The sequential run: its result, and the wall time and thread CPU time of its timed
+/// region (`app_common::timing`). Under the modeled clock it computes as the platform does
+/// (`Platform::flush_denormals`), and its CPU time is this input's cached one, the least
+/// of a few runs of which this is one (`scale::sequential_cpu`), as `cashmere run` takes
+/// it.
 fn sequential(app: &AppPlan, plan: &Plan) -> anyhow::Result<Sequential> {
     let modeled = plan.clock == ClockMode::Modeled;
     let mode = dsm::sys::flush_denormals(modeled && plan.platform.flush_denormals);
-    let wall = Instant::now();
-    let cpu = dsm::sys::thread_cpu_ns();
-    let result = app.app.sequential(&app.params);
-    let this_run = (dsm::sys::thread_cpu_ns() - cpu) as f64 / 1e9;
-    let wall_s = wall.elapsed().as_secs_f64();
+    let (result, took) = app_common::timing::measure(|| app.app.sequential(&app.params));
+    let this_run = took.cpu_ns as f64 / 1e9;
+    let wall_s = took.wall_ns as f64 / 1e9;
     drop(mode);
     let result = result?;
     let cpu_s = if modeled {
