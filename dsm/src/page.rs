@@ -13,9 +13,13 @@
 //! # Invariants (asserted by [`PageState::check`] after every transition)
 //!
 //! * At the home: no twin; an exclusive page is writable and not dirty; the home is
-//!   "writing" exactly when the page is writable there.
-//! * Elsewhere: not exclusive; writable exactly when a twin exists and the page is dirty;
-//!   never "writing".
+//!   "writing" exactly when the page is writable there. A page exclusive at another node
+//!   (`excl_at`, non-home exclusive mode, see `engine/service.rs`) is invalid here, not
+//!   exclusive, not dirty and not written: the home has never mapped it and maps it only
+//!   after the holder's flush. A recall in flight (`recalling`) names a holder.
+//! * Elsewhere: `excl_at` unset and no recall; an exclusive page (this node is the only
+//!   sharer, the home recorded it) is writable with no twin and not dirty; any other page
+//!   is writable exactly when a twin exists and the page is dirty; never "writing".
 //! * A page this node is migrating to itself (the hint's `PENDING` bit) is locked by the
 //!   processor that asked for it.
 
@@ -62,6 +66,12 @@ pub(crate) struct PageState {
     pub home_writing: bool,
     /// Home-held directory, at the home: the nodes sharing the page.
     pub sharers: u64,
+    /// At the home: the other node that holds the page in exclusive mode (`NO_HOME` if
+    /// none). The master copy is stale until that node's flush lands.
+    pub excl_at: u16,
+    /// At the home: a node has been sent to recall the page from `excl_at`; other
+    /// requests for the page wait for its flush.
+    pub recalling: bool,
 }
 
 impl PageState {
@@ -75,6 +85,8 @@ impl PageState {
             exclusive: false,
             home_writing: false,
             sharers: 0,
+            excl_at: NO_HOME,
+            recalling: false,
         }
     }
 
@@ -98,16 +110,36 @@ impl PageState {
                 self.access == Access::Write,
                 "home-writing bit out of step with the home's access: {self:?}"
             );
+            if self.excl_at != NO_HOME {
+                assert!(
+                    self.excl_at as usize != me
+                        && self.access == Access::Invalid
+                        && !self.exclusive
+                        && !self.dirty,
+                    "page exclusive at another node but mapped or written at its home: {self:?}"
+                );
+            }
+            assert!(
+                !self.recalling || self.excl_at != NO_HOME,
+                "a recall without an exclusive holder: {self:?}"
+            );
         } else {
             assert!(
-                !self.exclusive,
-                "exclusive page away from its home: {self:?}"
+                self.excl_at == NO_HOME && !self.recalling,
+                "exclusive holder recorded away from the home: {self:?}"
             );
             let writable = self.access == Access::Write;
-            assert!(
-                writable == self.twin.is_some() && writable == self.dirty,
-                "non-home page state broken: {self:?}"
-            );
+            if self.exclusive {
+                assert!(
+                    writable && self.twin.is_none() && !self.dirty,
+                    "non-home exclusive page not writable, or with a twin or dirty: {self:?}"
+                );
+            } else {
+                assert!(
+                    writable == self.twin.is_some() && writable == self.dirty,
+                    "non-home page state broken: {self:?}"
+                );
+            }
         }
     }
 }
