@@ -263,13 +263,18 @@ impl Directory {
     /// state.
     pub fn sharers(&self, net: &Net, p: u32, st: &PageState) -> u64 {
         match self {
-            Directory::Replicated(r) => {
-                let rx = net.rx(r.dir);
-                (0..r.nodes)
-                    .filter(|&n| rx.load_u32(r.word(p, n)) & SHARED != 0)
-                    .fold(0, |m, n| m | 1 << n)
-            }
+            Directory::Replicated(r) => r.sharers(net, p),
             Directory::HomeHeld(_) => st.sharers,
+        }
+    }
+
+    /// Replicated directory: whether `me` is the only node whose word says it shares `p`
+    /// (a hint: the home decides, under its page lock). Home-held: `false`, as no node
+    /// but the home knows the sharing set.
+    pub fn sole_sharer(&self, net: &Net, p: u32, me: usize) -> bool {
+        match self {
+            Directory::Replicated(r) => r.sharers(net, p) == 1 << me,
+            Directory::HomeHeld(_) => false,
         }
     }
 
@@ -304,6 +309,14 @@ impl Directory {
 impl Replicated {
     fn word(&self, p: u32, node: usize) -> u64 {
         p as u64 * self.stride + 4 * (1 + node as u64)
+    }
+
+    /// The nodes whose word in this replica says they share `p`.
+    fn sharers(&self, net: &Net, p: u32) -> u64 {
+        let rx = net.rx(self.dir);
+        (0..self.nodes)
+            .filter(|&n| rx.load_u32(self.word(p, n)) & SHARED != 0)
+            .fold(0, |m, n| m | 1 << n)
     }
 
     /// Changes our own word of `p` by `f` (from our copy of it, see `own`) and broadcasts

@@ -16,7 +16,8 @@
 //!   "writing" exactly when the page is writable there. A page exclusive at another node
 //!   (`excl_at`, non-home exclusive mode, see `engine/service.rs`) is invalid here, not
 //!   exclusive, not dirty and not written: the home has never mapped it and maps it only
-//!   after the holder's flush. A recall in flight (`recalling`) names a holder.
+//!   after the holder's flush. While a recall is in flight (`recalling`) the holder may
+//!   already have flushed the page itself (then `excl_at` is unset and no grant is made).
 //! * Elsewhere: `excl_at` unset and no recall; an exclusive page (this node is the only
 //!   sharer, the home recorded it) is writable with no twin and not dirty; any other page
 //!   is writable exactly when a twin exists and the page is dirty; never "writing".
@@ -119,10 +120,6 @@ impl PageState {
                     "page exclusive at another node but mapped or written at its home: {self:?}"
                 );
             }
-            assert!(
-                !self.recalling || self.excl_at != NO_HOME,
-                "a recall without an exclusive holder: {self:?}"
-            );
         } else {
             assert!(
                 self.excl_at == NO_HOME && !self.recalling,

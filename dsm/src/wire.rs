@@ -57,6 +57,8 @@ pub(crate) mod kind {
     pub(crate) const DIFF: u16 = 12;
     pub(crate) const DROP: u16 = 13;
     pub(crate) const NOTICE: u16 = 14;
+    pub(crate) const RECALL: u16 = 15;
+    pub(crate) const FLUSH: u16 = 16;
     pub(crate) const LOCK_ACQ: u16 = 20;
     pub(crate) const LOCK_REL: u16 = 21;
     pub(crate) const BARRIER: u16 = 22;
@@ -74,6 +76,8 @@ mod tag {
     pub(super) const REFUSED: u8 = 3;
     pub(super) const DIFF_ACK: u8 = 4;
     pub(super) const MOVED: u8 = 5;
+    pub(super) const HOLDER: u8 = 6;
+    pub(super) const FLUSHED: u8 = 7;
 }
 
 /// Bytes a `Diff` message spends before its first run: the page and the run count.
@@ -81,7 +85,7 @@ const DIFF_HEADER_BYTES: usize = 8;
 /// Bytes each diff run spends before its data: the offset and the length.
 const RUN_HEADER_BYTES: usize = 8;
 /// Bytes a `Page` reply spends before the page data.
-const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 4;
+const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 1 + 4;
 
 /// The most run data one `Diff` message can carry. [`DiffWriter`] splits longer diffs.
 pub(crate) const MAX_DIFF_DATA_BYTES: usize =
@@ -135,8 +139,13 @@ pub(crate) enum Msg<'a> {
     HomeQuery { page: PageId },
     /// Fetch a page from its home (section 2.2); the fetch itself adds the sender to the
     /// sharing set (section 2.3.3). With `migrate`, also ask the home to move to the
-    /// sender (section 2.3.5).
-    Fetch { page: PageId, migrate: bool },
+    /// sender (section 2.3.5). With `exclusive`, also ask to hold the page in exclusive
+    /// mode if no other node shares it (section 2.2, a write fault on an invalid page).
+    Fetch {
+        page: PageId,
+        migrate: bool,
+        exclusive: bool,
+    },
     /// A diff for the master copy, sent at a release (section 2.2) when data does not live
     /// in network space (section 2.3.2): runs of changed bytes (see [`DiffRuns`]).
     Diff { page: PageId, runs: DiffRuns<'a> },
@@ -146,6 +155,18 @@ pub(crate) enum Msg<'a> {
     /// Write notices for these pages, to be invalidated at the receiver's next acquire
     /// (section 2.2).
     Notice { pages: PageList<'a> },
+    /// To the node holding a page in exclusive mode: leave it, and answer with the page's
+    /// contents (section 2.2, "until another sharer emerges").
+    Recall { page: PageId },
+    /// To the home: `holder`'s whole page, ending its exclusive mode (`data` is empty if
+    /// the holder wrote it into the master copy itself). With `fetch`, the sender also
+    /// fetches the page (the reply is a `Page`), else the reply is an `Ack`.
+    Flush {
+        page: PageId,
+        holder: NodeId,
+        fetch: bool,
+        data: &'a [u8],
+    },
     /// Acquire a lock by message (section 2.3.4, no Memory Channel synchronization).
     LockAcquire { lock: u32 },
     /// One-way: release a lock (section 2.3.4).
@@ -182,6 +203,8 @@ pub(crate) enum Reply<'a> {
         data: &'a [u8],
         meta: Piggyback,
         migrated: bool,
+        /// The receiver holds the page in exclusive mode from now on (section 2.2).
+        exclusive: bool,
     },
     /// A migration request that was refused because the home is writing the page (section
     /// 2.3.5). No data: the requester already has a valid copy.
@@ -192,6 +215,11 @@ pub(crate) enum Reply<'a> {
     /// This node is not the page's home (it moved, or never was): retry at `home`
     /// (section 2.3.5).
     Moved { home: NodeId },
+    /// The page is exclusive at `holder`: recall it there, then flush it to the home.
+    Holder { holder: NodeId },
+    /// The recalled page's contents (empty if it was not exclusive here any more, or was
+    /// written into the master copy by remote write).
+    Flushed { data: &'a [u8] },
 }
 
 /// The runs of a diff, a borrowed view over their encoding: `n u32` then `n` runs of
@@ -213,6 +241,8 @@ pub(crate) fn kind_name(kind: u16) -> Option<&'static str> {
         kind::DIFF => "Diff",
         kind::DROP => "Drop",
         kind::NOTICE => "Notice",
+        kind::RECALL => "Recall",
+        kind::FLUSH => "Flush",
         kind::LOCK_ACQ => "LockAcquire",
         kind::LOCK_REL => "LockRelease",
         kind::BARRIER => "Barrier",
@@ -374,6 +404,8 @@ impl<'a> Msg<'a> {
             Msg::Diff { .. } => kind::DIFF,
             Msg::Drop { .. } => kind::DROP,
             Msg::Notice { .. } => kind::NOTICE,
+            Msg::Recall { .. } => kind::RECALL,
+            Msg::Flush { .. } => kind::FLUSH,
             Msg::LockAcquire { .. } => kind::LOCK_ACQ,
             Msg::LockRelease { .. } => kind::LOCK_REL,
             Msg::Barrier { .. } => kind::BARRIER,
@@ -386,10 +418,32 @@ impl<'a> Msg<'a> {
     /// Appends the payload of this message to `out`.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match *self {
-            Msg::HomeQuery { page } | Msg::Drop { page } => put_u32(out, page.0),
-            Msg::Fetch { page, migrate } => {
+            Msg::HomeQuery { page } | Msg::Drop { page } | Msg::Recall { page } => {
+                put_u32(out, page.0)
+            }
+            Msg::Fetch {
+                page,
+                migrate,
+                exclusive,
+            } => {
                 put_u32(out, page.0);
                 out.push(u8::from(migrate));
+                out.push(u8::from(exclusive));
+            }
+            Msg::Flush {
+                page,
+                holder,
+                fetch,
+                data,
+            } => {
+                put_u32(out, page.0);
+                out.extend_from_slice(&holder.0.to_le_bytes());
+                out.push(u8::from(fetch));
+                put_u32(
+                    out,
+                    u32::try_from(data.len()).expect("page data exceeds u32"),
+                );
+                out.extend_from_slice(data);
             }
             Msg::Diff { page, runs } => {
                 put_u32(out, page.0);
@@ -418,7 +472,21 @@ impl<'a> Msg<'a> {
             kind::FETCH => Msg::Fetch {
                 page: r.page()?,
                 migrate: r.flag("migrate")?,
+                exclusive: r.flag("exclusive")?,
             },
+            kind::RECALL => Msg::Recall { page: r.page()? },
+            kind::FLUSH => {
+                let page = r.page()?;
+                let holder = r.node()?;
+                let fetch = r.flag("fetch")?;
+                let len = r.u32()?;
+                Msg::Flush {
+                    page,
+                    holder,
+                    fetch,
+                    data: r.bytes(len as usize)?,
+                }
+            }
             kind::DIFF => Msg::Diff {
                 page: r.page()?,
                 runs: DiffRuns::read(&mut r)?,
@@ -459,10 +527,12 @@ impl<'a> Reply<'a> {
                 data,
                 meta,
                 migrated,
+                exclusive,
             } => {
                 out.push(tag::PAGE);
                 put_piggyback(out, meta);
                 out.push(u8::from(migrated));
+                out.push(u8::from(exclusive));
                 put_u32(
                     out,
                     u32::try_from(data.len()).expect("page data exceeds u32"),
@@ -481,6 +551,18 @@ impl<'a> Reply<'a> {
                 out.push(tag::MOVED);
                 out.extend_from_slice(&home.0.to_le_bytes());
             }
+            Reply::Holder { holder } => {
+                out.push(tag::HOLDER);
+                out.extend_from_slice(&holder.0.to_le_bytes());
+            }
+            Reply::Flushed { data } => {
+                out.push(tag::FLUSHED);
+                put_u32(
+                    out,
+                    u32::try_from(data.len()).expect("page data exceeds u32"),
+                );
+                out.extend_from_slice(data);
+            }
         }
     }
 
@@ -495,6 +577,8 @@ impl<'a> Reply<'a> {
             tag::REFUSED => "Refused reply",
             tag::DIFF_ACK => "DiffAck reply",
             tag::MOVED => "Moved reply",
+            tag::HOLDER => "Holder reply",
+            tag::FLUSHED => "Flushed reply",
             _ => return Err(DecodeError::UnknownReplyTag(t)),
         };
         let reply = match t {
@@ -503,11 +587,20 @@ impl<'a> Reply<'a> {
             tag::PAGE => {
                 let meta = r.piggyback()?;
                 let migrated = r.flag("migrated")?;
+                let exclusive = r.flag("exclusive")?;
                 let len = r.u32()?;
                 Reply::Page {
                     data: r.bytes(len as usize)?,
                     meta,
                     migrated,
+                    exclusive,
+                }
+            }
+            tag::HOLDER => Reply::Holder { holder: r.node()? },
+            tag::FLUSHED => {
+                let len = r.u32()?;
+                Reply::Flushed {
+                    data: r.bytes(len as usize)?,
                 }
             }
             tag::REFUSED => Reply::Refused {
@@ -727,12 +820,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const ALL_KINDS: [u16; 11] = [
+    const ALL_KINDS: [u16; 13] = [
         kind::HOME,
         kind::FETCH,
         kind::DIFF,
         kind::DROP,
         kind::NOTICE,
+        kind::RECALL,
+        kind::FLUSH,
         kind::LOCK_ACQ,
         kind::LOCK_REL,
         kind::BARRIER,
@@ -746,8 +841,10 @@ mod tests {
     #[derive(Clone, Debug)]
     enum OwnedMsg {
         HomeQuery(u32),
-        Fetch(u32, bool),
+        Fetch(u32, bool, bool),
         Diff(u32, Vec<(u32, Vec<u8>)>),
+        Recall(u32),
+        Flush(u32, u16, bool, Vec<u8>),
         Drop(u32),
         Notice(Vec<u32>),
         LockAcquire(u32),
@@ -763,9 +860,17 @@ mod tests {
         fn view<'a>(&'a self, buf: &'a mut Vec<u8>) -> Msg<'a> {
             match self {
                 OwnedMsg::HomeQuery(p) => Msg::HomeQuery { page: PageId(*p) },
-                OwnedMsg::Fetch(p, migrate) => Msg::Fetch {
+                OwnedMsg::Fetch(p, migrate, exclusive) => Msg::Fetch {
                     page: PageId(*p),
                     migrate: *migrate,
+                    exclusive: *exclusive,
+                },
+                OwnedMsg::Recall(p) => Msg::Recall { page: PageId(*p) },
+                OwnedMsg::Flush(p, holder, fetch, data) => Msg::Flush {
+                    page: PageId(*p),
+                    holder: NodeId(*holder),
+                    fetch: *fetch,
+                    data,
                 },
                 OwnedMsg::Diff(p, runs) => Msg::Diff {
                     page: PageId(*p),
@@ -798,7 +903,16 @@ mod tests {
         );
         prop_oneof![
             any::<u32>().prop_map(OwnedMsg::HomeQuery),
-            (any::<u32>(), any::<bool>()).prop_map(|(p, m)| OwnedMsg::Fetch(p, m)),
+            (any::<u32>(), any::<bool>(), any::<bool>())
+                .prop_map(|(p, m, x)| OwnedMsg::Fetch(p, m, x)),
+            any::<u32>().prop_map(OwnedMsg::Recall),
+            (
+                any::<u32>(),
+                0..MAX_NODES as u16,
+                any::<bool>(),
+                prop::collection::vec(any::<u8>(), 0..300)
+            )
+                .prop_map(|(p, h, f, d)| OwnedMsg::Flush(p, h, f, d)),
             (any::<u32>(), runs).prop_map(|(p, r)| OwnedMsg::Diff(p, r)),
             any::<u32>().prop_map(OwnedMsg::Drop),
             prop::collection::vec(any::<u32>(), 0..20).prop_map(OwnedMsg::Notice),
@@ -816,7 +930,9 @@ mod tests {
     enum OwnedReply {
         Ack,
         Home(u16),
-        Page(Vec<u8>, Piggyback, bool),
+        Page(Vec<u8>, Piggyback, bool, bool),
+        Holder(u16),
+        Flushed(Vec<u8>),
         Refused(Piggyback),
         DiffAck(Piggyback),
         Moved(u16),
@@ -827,11 +943,14 @@ mod tests {
             match self {
                 OwnedReply::Ack => Reply::Ack,
                 OwnedReply::Home(n) => Reply::Home { home: NodeId(*n) },
-                OwnedReply::Page(data, meta, migrated) => Reply::Page {
+                OwnedReply::Page(data, meta, migrated, exclusive) => Reply::Page {
                     data,
                     meta: *meta,
                     migrated: *migrated,
+                    exclusive: *exclusive,
                 },
+                OwnedReply::Holder(n) => Reply::Holder { holder: NodeId(*n) },
+                OwnedReply::Flushed(data) => Reply::Flushed { data },
                 OwnedReply::Refused(meta) => Reply::Refused { meta: *meta },
                 OwnedReply::DiffAck(meta) => Reply::DiffAck { meta: *meta },
                 OwnedReply::Moved(n) => Reply::Moved { home: NodeId(*n) },
@@ -851,9 +970,12 @@ mod tests {
             (
                 prop::collection::vec(any::<u8>(), 0..300),
                 meta.clone(),
+                any::<bool>(),
                 any::<bool>()
             )
-                .prop_map(|(d, m, g)| OwnedReply::Page(d, m, g)),
+                .prop_map(|(d, m, g, x)| OwnedReply::Page(d, m, g, x)),
+            (0..MAX_NODES as u16).prop_map(OwnedReply::Holder),
+            prop::collection::vec(any::<u8>(), 0..300).prop_map(OwnedReply::Flushed),
             meta.clone().prop_map(OwnedReply::Refused),
             meta.prop_map(OwnedReply::DiffAck),
             node.prop_map(OwnedReply::Moved),
@@ -926,14 +1048,26 @@ mod tests {
     fn messages_have_these_bytes() {
         let mut runs_buf = Vec::new();
         let mut pages_buf = Vec::new();
-        let cases: [(Msg<'_>, u16, &[u8]); 5] = [
+        let cases: [(Msg<'_>, u16, &[u8]); 7] = [
             (
                 Msg::Fetch {
                     page: PageId(0x0102_0304),
                     migrate: true,
+                    exclusive: false,
                 },
                 11,
-                &[4, 3, 2, 1, 1],
+                &[4, 3, 2, 1, 1, 0],
+            ),
+            (Msg::Recall { page: PageId(7) }, 15, &[7, 0, 0, 0]),
+            (
+                Msg::Flush {
+                    page: PageId(2),
+                    holder: NodeId(3),
+                    fetch: true,
+                    data: &[9, 8],
+                },
+                16,
+                &[2, 0, 0, 0, 3, 0, 1, 2, 0, 0, 0, 9, 8],
             ),
             (
                 Msg::Barrier {
@@ -981,7 +1115,7 @@ mod tests {
             sharers: 0b101,
             home_writing: true,
         };
-        let cases: [(Reply<'_>, &[u8]); 4] = [
+        let cases: [(Reply<'_>, &[u8]); 6] = [
             (Reply::Ack, &[0]),
             (Reply::Home { home: NodeId(3) }, &[1, 3, 0]),
             (
@@ -989,9 +1123,12 @@ mod tests {
                     data: &[9, 9],
                     meta,
                     migrated: false,
+                    exclusive: true,
                 },
-                &[2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 9, 9],
+                &[2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 2, 0, 0, 0, 9, 9],
             ),
+            (Reply::Holder { holder: NodeId(4) }, &[6, 4, 0]),
+            (Reply::Flushed { data: &[1] }, &[7, 1, 0, 0, 0, 1]),
             (Reply::DiffAck { meta }, &[4, 5, 0, 0, 0, 0, 0, 0, 0, 1]),
         ];
         for (reply, bytes) in cases {

@@ -809,3 +809,202 @@ fn adb_on_32_nodes() {
         assert!(k.diffs > 0, "{}: {k:?}", case.name);
     }
 }
+
+// -----------------------------------------------------------------------------------
+// Exclusive mode away from the home (section 2.2).
+// -----------------------------------------------------------------------------------
+
+/// Pages of one episode of the exclusive-mode scenario, all homed at node 0.
+const EXCL_PAGES: usize = 2;
+const EXCL_EPISODES: usize = 4;
+const EXCL_ROUNDS: u64 = 5;
+
+/// The value of word `i` after node 1's `round`-th write.
+fn excl_value(round: u64, i: usize) -> u64 {
+    ((round + 1) << 36) | (i as u64 * 5 + 1)
+}
+
+/// A page whose only sharer is not its home goes exclusive there (section 2.2), 3 nodes
+/// x 2, in episodes of fresh pages. A homes file gives the pages to node 0, whose
+/// processors do not touch them before the episode's readers come; node 1's processors
+/// are the only ones that write and read them, over several intervals of one lock, each
+/// starting with a write (the first faults the page in and asks to hold it exclusively).
+/// After a barrier every processor reads them at once (node 2's and the home's: the first
+/// request recalls the pages from node 1, the others wait for the flush) and must see node
+/// 1's last values. Node 1 then writes again (a second sharer exists: twins and diffs)
+/// and everyone checks again under the lock. Under CSM-MS-Mg and CSM-None-Mg the home
+/// migrates to node 1 instead, which writes exclusively as the home; the counters say
+/// which happened.
+#[test]
+fn a_single_non_home_sharer_writes_exclusively() {
+    for case in cases_of(&protocol_variants::ALL) {
+        for mode in modes(&case) {
+            let homes: Vec<(u32, usize)> = (0..(EXCL_EPISODES * EXCL_PAGES) as u32)
+                .map(|p| (p, 0))
+                .collect();
+            let file = HomesFile::new("non_home_exclusive", &homes);
+            let mut c = small_config(&case, 3, mode);
+            c.procs_per_node = 2;
+            c.homes_file = Some(file.0.clone());
+            let words = EXCL_PAGES * PAGE_WORDS;
+            let r = Cluster::new(c).run(|s| {
+                let a = s.alloc::<u64>(EXCL_EPISODES * words);
+                let lock = s.lock();
+                let bar = s.barrier();
+                move |p| {
+                    let mine = |i: usize| i % 2 == p.local_id();
+                    let mut errors = 0;
+                    for e in 0..EXCL_EPISODES {
+                        let at = e * words;
+                        let wrong = |round: u64| {
+                            (0..words)
+                                .filter(|&i| a.get(at + i) != excl_value(round, i))
+                                .count()
+                        };
+                        if p.node() == 1 {
+                            for round in 0..EXCL_ROUNDS {
+                                lock.acquire(p);
+                                for i in (0..words).filter(|&i| mine(i)) {
+                                    a.set(at + i, excl_value(round, i));
+                                }
+                                errors += (0..words)
+                                    .filter(|&i| mine(i) && a.get(at + i) != excl_value(round, i))
+                                    .count();
+                                lock.release(p);
+                            }
+                        }
+                        bar.wait(p);
+                        errors += wrong(EXCL_ROUNDS - 1);
+                        bar.wait(p);
+                        if p.node() == 1 {
+                            lock.acquire(p);
+                            for i in (0..words).filter(|&i| mine(i)) {
+                                a.set(at + i, excl_value(EXCL_ROUNDS, i));
+                            }
+                            lock.release(p);
+                        }
+                        bar.wait(p);
+                        lock.acquire(p);
+                        errors += wrong(EXCL_ROUNDS);
+                        lock.release(p);
+                    }
+                    errors
+                }
+            });
+            let r = match r {
+                Err(e) if e.is_other_run() => continue,
+                r => r.unwrap_or_else(|e| panic!("{} {mode}: {e}", case.name)),
+            };
+            let name = format!("{} {mode}", case.name);
+            assert_eq!(
+                r.results,
+                vec![0; 6],
+                "{name}: words read wrong, per processor"
+            );
+            let n1 = &r.node_counters[1];
+            eprintln!(
+                "{name}: node 1 entered exclusive mode {} times and left it {} times; {} twins, {} diffs, {} deferred",
+                n1.exclusive_entries, n1.exclusive_exits, n1.twins, n1.diffs, r.counters.deferred_messages
+            );
+            assert!(
+                n1.exclusive_entries >= 1,
+                "{name}: node 1 never went exclusive"
+            );
+            assert!(
+                n1.exclusive_exits >= 1,
+                "{name}: node 1 never left exclusive mode"
+            );
+            assert_eq!(r.node_counters[0].exclusive_entries, 0, "{name}");
+            assert_eq!(r.node_counters[2].exclusive_entries, 0, "{name}");
+            if case.proto.home == dsm::HomePolicy::Migrating {
+                assert!(n1.migrations >= 1, "{name}: the home did not migrate");
+            } else {
+                assert_eq!(n1.migrations, 0, "{name}");
+                // Exclusive away from the home: node 1's intervals before the readers came
+                // made no twins and no diffs; only its last interval (two releases at
+                // most, each of both pages) did.
+                let pages = (EXCL_EPISODES * EXCL_PAGES) as u64;
+                assert_eq!(n1.exclusive_entries, pages, "{name}");
+                assert!(
+                    n1.twins <= 2 * pages && n1.diffs <= 2 * pages,
+                    "{name}: {} twins and {} diffs at node 1",
+                    n1.twins,
+                    n1.diffs
+                );
+            }
+        }
+    }
+}
+
+/// An exclusive holder that drops its page flushes all of it home first, 4 nodes x 1,
+/// page P homed at node 0 (which touches it only at the end), under the modeled clock
+/// with declared computation only, so that the order below is the simulation's, the same
+/// on every run. Nodes 1, 2 and 3 read P. Nodes 2 and 3 then write halves of a part of P
+/// and release (flags), each noticing the other two, and take each other's flag, so that
+/// both drop P and leave its sharing set. Node 1 has taken no notice yet: long after
+/// (declared computation), it writes its own part of P on its clean copy, sees in the
+/// replicated directory that nobody else shares P, and is granted P exclusively, with the
+/// master copy. Its next acquire takes the two notices and drops P: the whole page goes
+/// home (no twin to diff against). After a barrier every node, the home too, must see all
+/// three writers' words. Only the replicated directory lets a clean copy ask (the
+/// home-held one has no sharing set away from the home); CSM-ADB is left out because
+/// the three reads at once would publish P to the broadcast buffers, after which P is
+/// never granted (see `adb.rs`).
+#[test]
+fn an_exclusive_holder_that_drops_its_page_flushes_it_whole() {
+    use protocol_variants::{CSM_DMS, CSM_MS};
+    const PARTS: [(usize, usize); 3] = [(0, 300), (300, 700), (700, PAGE_WORDS)];
+    let value = |node: usize, i: usize| ((node as u64) << 40) | (i as u64 * 3 + 7);
+    for case in cases_of(&[CSM_DMS, CSM_MS]) {
+        let file = HomesFile::new("drop_flush", &[(0, 0)]);
+        let mut c = small_config(&case, 4, ExecMode::Threads);
+        c.clock = dsm::ClockMode::Modeled;
+        c.cpu_scale = 0.0;
+        c.homes_file = Some(file.0.clone());
+        let r = Cluster::new(c)
+            .run(|s| {
+                let a = s.alloc::<u64>(PAGE_WORDS);
+                let flags = s.flags(3);
+                let bar = s.barrier();
+                move |p| {
+                    let me = p.node();
+                    if me > 0 {
+                        assert_eq!(a.get(0), 0);
+                    }
+                    bar.wait(p);
+                    if me > 0 {
+                        let (from, to) = PARTS[me - 1];
+                        if me == 1 {
+                            // Long after nodes 2 and 3 have dropped P.
+                            p.compute(20_000_000);
+                        }
+                        for i in from..to {
+                            a.set(i, value(me, i));
+                        }
+                        flags[me - 1].set(p);
+                        match me {
+                            1 => flags[1].wait(p),
+                            2 => flags[2].wait(p),
+                            _ => flags[1].wait(p),
+                        }
+                    }
+                    bar.wait(p);
+                    PARTS
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(k, &(from, to))| (from..to).map(move |i| (k + 1, i)))
+                        .filter(|&(node, i)| a.get(i) != value(node, i))
+                        .count()
+                }
+            })
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let name = &case.name;
+        assert_eq!(r.results, vec![0; 4], "{name}: words read wrong, per node");
+        let n1 = &r.node_counters[1];
+        assert_eq!(
+            (n1.exclusive_entries, n1.exclusive_exits, n1.flushes_before_drop, n1.twins),
+            (1, 1, 1, 0),
+            "{name}: node 1 did not write P exclusively and flush it whole when it dropped it: {n1:?}"
+        );
+    }
+}

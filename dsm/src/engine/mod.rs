@@ -13,7 +13,10 @@
 //!   the only sharer, in which case the page goes *exclusive*: writable with no dirty-list
 //!   entry until a second sharer fetches it, which downgrades it first.
 //! * Elsewhere: `Invalid`, `Read` (a clean copy), or `Write` (a twin exists and the page
-//!   is in the dirty list).
+//!   is in the dirty list), or `Write` in exclusive mode: the home granted this node the
+//!   page as its only sharer, so it has no twin and no dirty-list entry until the home
+//!   recalls it for a second sharer or this node drops it, flushing the whole page home
+//!   either way (`service.rs`, "Exclusive mode away from the home").
 //!
 //! # Rules (asserted where a check is cheap)
 //!
@@ -127,6 +130,19 @@ pub(crate) struct PageGuard<'a> {
     node: &'a Node,
     page: u32,
     st: Option<MutexGuard<'a, PageState>>,
+    /// Released with nothing changed: wakes no one (see [`PageGuard::release_unchanged`]).
+    unchanged: bool,
+}
+
+impl PageGuard<'_> {
+    /// Releases the page without waking the node's deferred messages or page waiters: a
+    /// handler that defers its message after looking at the page changed nothing they
+    /// wait for. (Waking them would make the service retry the message at once, forever,
+    /// without letting the flush it waits for arrive: under the modeled clock, time would
+    /// never move.)
+    pub(crate) fn release_unchanged(mut self) {
+        self.unchanged = true;
+    }
 }
 
 impl std::ops::Deref for PageGuard<'_> {
@@ -146,6 +162,9 @@ impl Drop for PageGuard<'_> {
     fn drop(&mut self) {
         drop(self.st.take());
         rules::unlocked(self.page);
+        if self.unchanged {
+            return;
+        }
         let seam = self.node.net.seam();
         seam.wake_flagged(&self.node.page_waiters);
         self.node.service.page_unlocked(&seam);
@@ -218,6 +237,7 @@ impl Node {
             node: self,
             page: p,
             st,
+            unchanged: false,
         };
         self.refresh_home(p, &mut g);
         g
@@ -231,6 +251,7 @@ impl Node {
             node: self,
             page: p,
             st: Some(st),
+            unchanged: false,
         };
         self.refresh_home(p, &mut g);
         Some(g)
@@ -444,48 +465,144 @@ impl Node {
 
     fn read_fault(&self, p: u32) {
         self.learn_home(p);
-        let mut st = self.lock_page(p);
+        let mut st = self.lock_for_fault(p);
         if st.access != Access::Invalid {
             return; // another processor of this node resolved it
         }
-        self.map_in(p, &mut st, false);
+        self.map_in(p, &mut st, false, false);
         st.check(self.id);
     }
 
     /// Makes an invalid page readable: at the home, just map the master copy; elsewhere,
     /// join the sharing set and fetch the page (asking the home to migrate here, with
     /// `migrate`). The home may have moved here by the time this returns.
-    fn map_in(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool) {
+    /// With `exclusive` (a write fault away from the home), also asks to hold the page in
+    /// exclusive mode; returns true if the home granted it.
+    fn map_in(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool, exclusive: bool) -> bool {
+        let mut granted = false;
         if st.at_home(self.id) {
             self.dir.join(&self.net, self.id, p, st);
         } else {
-            self.fetch(p, st, migrate);
+            granted = self.fetch(p, st, migrate, exclusive);
         }
         if st.access == Access::Invalid {
             self.protector.set(p, Access::Read);
             st.access = Access::Read;
         }
+        granted
+    }
+
+    /// Locks `p` for a fault. At the home, a page another node holds in exclusive mode is
+    /// first recalled from it (see `service.rs`, "Exclusive mode away from the home"): the
+    /// processor releases the home page's lock before it asks (it never waits on the
+    /// network holding it), and applies the holder's page under the lock again; if another
+    /// node's recall of the page is under way, it waits for that flush instead.
+    fn lock_for_fault(&self, p: u32) -> PageGuard<'_> {
+        loop {
+            let mut st = self.lock_page(p);
+            if !st.at_home(self.id) || st.excl_at == NO_HOME {
+                return st;
+            }
+            if st.recalling {
+                drop(st);
+                self.seam()
+                    .until_flagged(WaitFor::PageLock { page: p }, &self.page_waiters, || {
+                        self.pages.try_lock(p).is_some_and(|s| s.excl_at == NO_HOME)
+                    })
+                    .unwrap_or_else(|e| Self::net_err(e));
+                continue;
+            }
+            let holder = st.excl_at as usize;
+            st.recalling = true;
+            st.check(self.id);
+            drop(st);
+            let data = self.recall(p, holder);
+            let mut st = self.lock_page(p);
+            assert!(
+                st.recalling,
+                "node {}: page {p}'s recall ended by another",
+                self.id
+            );
+            if st.excl_at as usize == holder {
+                if !data.is_empty() {
+                    self.install_page(p, &data);
+                }
+                st.excl_at = NO_HOME;
+            } else {
+                // The holder flushed the page itself (it dropped it) before our recall.
+                assert!(data.is_empty(), "node {}: page {p} flushed twice", self.id);
+            }
+            st.recalling = false;
+            st.check(self.id);
+            return st;
+        }
+    }
+
+    /// Asks `holder` to leave exclusive mode for `p` and returns its page (empty if it
+    /// wrote the page into the master copy itself, or had already flushed it). The caller
+    /// is a processor holding no home page's lock.
+    fn recall(&self, p: u32, holder: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self.call(holder, &Msg::Recall { page: PageId(p) }, &mut out) {
+            Reply::Flushed { data } => data.to_vec(),
+            r => panic!("node {}: unexpected reply to a recall: {r:?}", self.id),
+        }
+    }
+
+    /// Whether this node may ask to hold a page in exclusive mode away from its home: not
+    /// under home migration, which moves the home to the writer instead (section 2.3.5;
+    /// the writer then writes exclusively as the home).
+    fn may_hold_exclusive(&self) -> bool {
+        self.protocol.home == crate::config::HomePolicy::FirstTouch
+    }
+
+    /// This node (not `p`'s home) leaves exclusive mode: write-protects the page and
+    /// returns its contents for the master copy. The caller holds the page lock.
+    fn end_exclusive(&self, p: u32, st: &mut PageState) -> Vec<u8> {
+        debug_assert!(st.exclusive && !st.at_home(self.id));
+        self.protector.set(p, Access::Read);
+        st.access = Access::Read;
+        st.exclusive = false;
+        NodeCounters::bump(&self.counters.exclusive_exits);
+        st.check(self.id);
+        self.snapshot_page(p)
     }
 
     fn write_fault(&self, p: u32) {
         self.learn_home(p);
-        let mut st = self.lock_page(p);
+        let mut st = self.lock_for_fault(p);
         if st.access == Access::Write {
             return;
         }
+        let mut granted = false;
         if !st.at_home(self.id) && self.may_migrate(p, &st) {
             // A write fault away from the home: ask the home to move here (2.3.5). The
             // reply carries the master copy if the home moves, so the page is current.
             if st.access == Access::Invalid {
-                self.map_in(p, &mut st, true);
+                self.map_in(p, &mut st, true, false);
             } else {
-                self.fetch(p, &mut st, true);
+                self.fetch(p, &mut st, true, false);
             }
         } else if st.access == Access::Invalid {
-            self.map_in(p, &mut st, false);
+            // Away from the home, ask to write the page exclusively (section 2.2).
+            let exclusive = !st.at_home(self.id) && self.may_hold_exclusive();
+            granted = self.map_in(p, &mut st, false, exclusive);
+        } else if !st.at_home(self.id)
+            && self.may_hold_exclusive()
+            && self.dir.sole_sharer(&self.net, p, self.id)
+        {
+            // A clean copy, and the replicated directory says no other node (the home
+            // included) shares the page: ask for it exclusively. The grant brings the
+            // master copy again (our copy is read-only, so nothing of ours is lost).
+            granted = self.fetch(p, &mut st, false, true);
         }
         if st.at_home(self.id) {
             self.home_starts_writing(p, &mut st);
+        } else if granted {
+            // The only sharer: no twin, no dirty-list entry, no notices until the home
+            // recalls the page for a second sharer (or this node drops it).
+            st.exclusive = true;
+            NodeCounters::bump(&self.counters.exclusive_entries);
         } else {
             st.twin = Some(self.copy_page(p).into_boxed_slice());
             NodeCounters::bump(&self.counters.twins);
@@ -537,8 +654,11 @@ impl Node {
 
     /// Fetches `p` from its home into this node's copy, following the home if it has
     /// moved. With `migrate`, asks the home to move here; if it does, this node is the
-    /// home when this returns. The caller holds the page lock.
-    fn fetch(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool) {
+    /// home when this returns. With `exclusive`, asks to hold the page exclusively and
+    /// returns whether the home granted it. If the home answers that another node holds
+    /// the page exclusively, recalls it there and hands its page to the home with the
+    /// fetch (`Flush`). The caller holds the page lock.
+    fn fetch(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool, exclusive: bool) -> bool {
         if migrate {
             NodeCounters::bump(&self.counters.migration_attempts);
         }
@@ -550,6 +670,8 @@ impl Node {
             self.dir.join(&self.net, self.id, p, st);
         }
         let mut out = Vec::with_capacity(self.page_bytes + 64);
+        // The holder and page of a recall we owe the home (it waits for our flush).
+        let mut flush: Option<(usize, Vec<u8>)> = None;
         loop {
             let home = st.home as usize;
             assert!(
@@ -558,20 +680,26 @@ impl Node {
                 self.id,
                 st.home
             );
-            if need_data && !migrate && self.broadcast_lookup(p, home, st) {
-                return;
+            if need_data && !migrate && flush.is_none() && self.broadcast_lookup(p, home, st) {
+                return false;
             }
             if migrate {
                 self.pages.set_pending(p, true);
             }
-            let reply = self.call(
-                home,
-                &Msg::Fetch {
+            let msg = match &flush {
+                Some((holder, data)) => Msg::Flush {
+                    page: PageId(p),
+                    holder: crate::ids::NodeId::from_usize(*holder),
+                    fetch: true,
+                    data,
+                },
+                None => Msg::Fetch {
                     page: PageId(p),
                     migrate,
+                    exclusive,
                 },
-                &mut out,
-            );
+            };
+            let reply = self.call(home, &msg, &mut out);
             // A granted migration turns the pending mark into this node's home in one
             // store (`become_home`); clearing it first would let a handler, for an
             // instant, redirect a request for the page back to the old home.
@@ -583,6 +711,7 @@ impl Node {
                     data,
                     meta,
                     migrated,
+                    exclusive: granted,
                 } => {
                     self.install_page(p, data);
                     NodeCounters::bump(&self.counters.page_transfers);
@@ -592,13 +721,28 @@ impl Node {
                     } else {
                         st.home_writing = meta.home_writing;
                     }
-                    return;
+                    assert!(
+                        !granted || (exclusive && flush.is_none()),
+                        "node {}: page {p} granted exclusively unasked",
+                        self.id
+                    );
+                    return granted;
+                }
+                Reply::Holder { holder } => {
+                    assert!(
+                        !migrate && flush.is_none() && holder.index() != self.id,
+                        "node {}: page {p} answered with holder {holder:?} (migrate {migrate})",
+                        self.id
+                    );
+                    let data = self.recall(p, holder.index());
+                    flush = Some((holder.index(), data));
+                    continue;
                 }
                 Reply::Refused { meta } => {
                     st.home_writing = meta.home_writing;
                     migrate = false;
                     if !need_data {
-                        return;
+                        return false;
                     }
                 }
                 Reply::Moved { home: to } => {
@@ -752,6 +896,26 @@ impl Node {
         let mut st = self.lock_page(p);
         if st.access == Access::Invalid || st.at_home(self.id) {
             return;
+        }
+        if st.exclusive {
+            // Flush before drop, in exclusive mode: the whole page, since there is no twin
+            // (a write notice from a writer that released before our grant got here).
+            let data = self.end_exclusive(p, &mut st);
+            let mut out = Vec::new();
+            match self.call(
+                st.home as usize,
+                &Msg::Flush {
+                    page: PageId(p),
+                    holder: crate::ids::NodeId::from_usize(self.id),
+                    fetch: false,
+                    data: &data,
+                },
+                &mut out,
+            ) {
+                Reply::Ack => {}
+                r => panic!("node {}: unexpected reply to a flush: {r:?}", self.id),
+            }
+            NodeCounters::bump(&self.counters.flushes_before_drop);
         }
         if st.dirty {
             // Flush before drop: another processor of this node wrote it.

@@ -17,6 +17,50 @@
 //!   and acts on the master copy.
 //!
 //! So a message for a page is applied only to the master copy, at most once.
+//!
+//! # Exclusive mode away from the home (section 2.2)
+//!
+//! A node X that write-faults on a page it does not hold asks for it with
+//! `Fetch { exclusive: true }` (as does a write fault on a clean copy when the replicated
+//! directory shows no other sharer; the grant brings the master copy again). The home
+//! grants, under its page lock, when X would be the only sharer: no other node shares
+//! the page (the replicated directory's replica, which holds X's join, or the home-held
+//! set), the home's own processors have never mapped it
+//! (the home is a sharer from its first mapping and never leaves), no holder or recall is
+//! recorded, the home does not migrate (-Mg variants: the writer becomes the home instead)
+//! and (ADB) the page has never been broadcast. The home records X (`excl_at`) and sends
+//! the master copy with the grant: every diff of a node that has left the sharing set
+//! landed before its leave, so X's copy lacks nothing. X writes with no twin and no
+//! dirty-list entry, and its releases skip the page; the master copy is stale meanwhile.
+//!
+//! The master copy is made whole by exactly one flush of X's whole page, taken under X's
+//! page lock after X write-protects it:
+//!
+//! * X drops the page (a notice from a writer that released before the grant): X's
+//!   processor sends `Flush { holder: X }` with the page; the home applies it and clears
+//!   `excl_at`.
+//! * A second sharer appears: a fetch from Y (or a fault of the home's own processors,
+//!   `Node::lock_for_fault`) finds `excl_at = X`. The home marks the page `recalling` and
+//!   answers `Holder { X }`; Y's processor (a requester, never a handler) sends `Recall`
+//!   to X, whose handler ends exclusive mode and answers with the page (under remote-write
+//!   data it writes the page into the master copy first and answers with nothing: total
+//!   order lands the write at the home before anything Y sends after the answer). Y then
+//!   sends `Flush { holder: X, fetch: true }` with what it got; the home applies it if
+//!   `excl_at` is still X, clears `excl_at` and `recalling`, and serves Y's fetch in the
+//!   reply. The home's processors do the same without the messages to the home.
+//!
+//! While the page is held and being recalled, every fetch (X's own included) and every
+//! diff for it waits at the home (deferred, releasing the page lock unchanged so that the
+//! retry waits for the next real change, [`PageGuard::release_unchanged`]) until the flush
+//! lands: X's writes after the
+//! recall start from a copy equal to the flushed page and reach the master after it.
+//! While a recall is pending no grant is made, so `excl_at` only clears until the
+//! recaller reports: the flush applied is always the current holder's, and at most once
+//! (X's data comes only from an exclusive copy, and `excl_at` clears when it lands). A
+//! flush is ordered apart from the page's other messages (`order_key`): it must never
+//! wait behind a deferred fetch that waits for it. One recall at a time: later fetches of
+//! a page being recalled wait at the home rather than going to X. No fetch is served, so
+//! nothing is broadcast, while `excl_at` is set.
 
 use super::{Node, PageGuard};
 use crate::config::DataStrategy;
@@ -31,6 +75,8 @@ use std::sync::Mutex;
 /// A message kept for later: its page was busy.
 struct Deferred {
     page: u32,
+    /// The ordering class of the message (see [`order_key`]).
+    key: u64,
     from: usize,
     kind: u16,
     slot: u16,
@@ -87,9 +133,25 @@ enum Outcome {
 /// The page a message acts on, if it must be ordered with others for that page.
 fn page_of(m: &Msg<'_>) -> Option<u32> {
     match *m {
-        Msg::Fetch { page, .. } | Msg::Diff { page, .. } | Msg::Drop { page } => Some(page.0),
+        Msg::Fetch { page, .. }
+        | Msg::Diff { page, .. }
+        | Msg::Drop { page }
+        | Msg::Recall { page }
+        | Msg::Flush { page, .. } => Some(page.0),
         _ => None,
     }
+}
+
+/// The class within which messages for a page keep their order: the page, except for
+/// flushes, which fetches and diffs of the page wait for (module doc, "Exclusive mode
+/// away from the home") and so must not queue behind.
+fn order_key(m: &Msg<'_>) -> Option<u64> {
+    let p = page_of(m)? as u64;
+    Some(if matches!(m, Msg::Flush { .. }) {
+        p | 1 << 32
+    } else {
+        p
+    })
 }
 
 impl Node {
@@ -103,11 +165,11 @@ impl Node {
         let mut handled = 0;
         let mut fetched: Vec<u32> = Vec::new();
         if !queue.is_empty() {
-            let mut busy: Vec<u32> = Vec::new();
+            let mut busy: Vec<u64> = Vec::new();
             let mut i = 0;
             while i < queue.len() {
                 let d = &queue[i];
-                if busy.contains(&d.page) {
+                if busy.contains(&d.key) {
                     i += 1;
                     continue;
                 }
@@ -117,7 +179,7 @@ impl Node {
                         handled += 1;
                     }
                     Outcome::Defer => {
-                        busy.push(d.page);
+                        busy.push(d.key);
                         i += 1;
                     }
                 }
@@ -128,11 +190,10 @@ impl Node {
                 super::rules::in_handler(|| self.sync.handle(self, &m));
                 return;
             }
-            let page = Msg::decode(m.kind, m.payload)
-                .ok()
-                .as_ref()
-                .and_then(page_of);
-            let queued = page.is_some_and(|p| queue.iter().any(|d| d.page == p));
+            let decoded = Msg::decode(m.kind, m.payload).ok();
+            let page = decoded.as_ref().and_then(page_of);
+            let key = decoded.as_ref().and_then(order_key);
+            let queued = key.is_some_and(|k| queue.iter().any(|d| d.key == k));
             if let (Some(p), true) = (page, m.kind == kind::FETCH) {
                 let others = fetched.iter().filter(|&&q| q == p).count()
                     + queue
@@ -151,6 +212,7 @@ impl Node {
                 NodeCounters::bump(&self.counters.deferred_messages);
                 queue.push_back(Deferred {
                     page: page.expect("only page messages are deferred"),
+                    key: key.expect("only page messages are deferred"),
                     from: m.from,
                     kind: m.kind,
                     slot: m.slot,
@@ -195,13 +257,35 @@ impl Node {
                 });
                 Outcome::Done
             }
-            Msg::Fetch { page, migrate } => {
+            Msg::Fetch {
+                page,
+                migrate,
+                exclusive,
+            } => {
                 let Some(mut st) = self.lock_as_home(page.0, |h| answer(&Reply::Moved { home: h }))
                 else {
                     return Outcome::Defer;
                 };
                 if let Some(mut st) = st.take() {
-                    self.serve_fetch(page.0, &mut st, from, migrate, &answer);
+                    if st.excl_at != NO_HOME {
+                        if st.recalling {
+                            // The recall's flush has not landed: wait for it.
+                            st.release_unchanged();
+                            return Outcome::Defer;
+                        }
+                        assert_ne!(
+                            st.excl_at as usize, from,
+                            "node {}: page {} fetched by its exclusive holder",
+                            self.id, page.0
+                        );
+                        st.recalling = true;
+                        st.check(self.id);
+                        answer(&Reply::Holder {
+                            holder: NodeId::from_usize(st.excl_at as usize),
+                        });
+                        return Outcome::Done;
+                    }
+                    self.serve_fetch(page.0, &mut st, from, migrate, exclusive, &answer);
                 }
                 Outcome::Done
             }
@@ -211,6 +295,17 @@ impl Node {
                     return Outcome::Defer;
                 };
                 if let Some(st) = st.take() {
+                    if st.excl_at != NO_HOME {
+                        // Only the holder can have written, after a recall ended its
+                        // exclusive mode: its diff follows the flush.
+                        assert!(
+                            st.recalling,
+                            "node {}: a diff of page {} from node {from} while node {} holds it exclusively",
+                            self.id, page.0, st.excl_at
+                        );
+                        st.release_unchanged();
+                        return Outcome::Defer;
+                    }
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
                         panic!("node {}: bad diff from node {from}: {e}", self.id)
                     });
@@ -229,6 +324,86 @@ impl Node {
                 };
                 if let Some(mut st) = st.take() {
                     st.sharers &= !(1u64 << from);
+                }
+                Outcome::Done
+            }
+            Msg::Recall { page } => {
+                // At the exclusive holder (not the home). The page lock is held only by
+                // processors that do not wait for this recall to finish.
+                let Some(mut st) = self.try_lock_page(page.0) else {
+                    return Outcome::Defer;
+                };
+                let data = if st.exclusive {
+                    let data = self.end_exclusive(page.0, &mut st);
+                    if self.protocol.data == DataStrategy::RemoteWrite {
+                        // Into the master copy now, ordered before our answer.
+                        let region = self
+                            .regions
+                            .data
+                            .expect("remote-write data needs the data region");
+                        self.net
+                            .tx(region)
+                            .write(page.0 as u64 * self.page_bytes as u64, &data);
+                        Vec::new()
+                    } else {
+                        data
+                    }
+                } else {
+                    Vec::new()
+                };
+                answer(&Reply::Flushed { data: &data });
+                Outcome::Done
+            }
+            Msg::Flush {
+                page,
+                holder,
+                fetch,
+                data,
+            } => {
+                let Some(mut st) = self.lock_as_home(page.0, |h| {
+                    panic!(
+                        "node {}: a flush of page {} from node {from}, whose home is node {h:?}",
+                        self.id, page.0
+                    )
+                }) else {
+                    return Outcome::Defer;
+                };
+                let Some(mut st) = st.take() else {
+                    return Outcome::Done;
+                };
+                let p = page.0;
+                let holder = holder.index();
+                assert_eq!(
+                    fetch,
+                    from != holder,
+                    "node {}: flush of page {p} from node {from}",
+                    self.id
+                );
+                if st.excl_at as usize == holder {
+                    if !data.is_empty() {
+                        self.install_page(p, data);
+                    }
+                    st.excl_at = NO_HOME;
+                } else {
+                    assert!(
+                        fetch && data.is_empty(),
+                        "node {}: a flush of page {p} held by node {holder}, recorded at node {}",
+                        self.id,
+                        st.excl_at
+                    );
+                }
+                if fetch {
+                    // The recaller reports: the recall is over; serve its fetch.
+                    assert!(
+                        st.recalling,
+                        "node {}: page {p} flushed unrecalled",
+                        self.id
+                    );
+                    st.recalling = false;
+                    self.serve_fetch(p, &mut st, from, false, false, &answer);
+                } else {
+                    st.check(self.id);
+                    answer(&Reply::Ack);
                 }
                 Outcome::Done
             }
@@ -296,15 +471,19 @@ impl Node {
     }
 
     /// At the home: serves a fetch of `p` by `from`, migrating the home to it if it asks
-    /// and this node is not writing the page (section 2.3.5).
+    /// and this node is not writing the page (section 2.3.5), or letting it hold the page
+    /// exclusively if it asks and will be the only sharer (module doc). No other node
+    /// holds the page exclusively.
     fn serve_fetch(
         &self,
         p: u32,
         st: &mut PageGuard<'_>,
         from: usize,
         migrate: bool,
+        exclusive: bool,
         answer: &dyn Fn(&Reply<'_>),
     ) {
+        debug_assert_eq!(st.excl_at, NO_HOME);
         if migrate && st.home_writing {
             answer(&Reply::Refused {
                 meta: self.piggyback(p, st),
@@ -336,6 +515,25 @@ impl Node {
                     home_writing: false,
                 },
                 migrated: true,
+                exclusive: false,
+            });
+            return;
+        }
+        if exclusive
+            && !st.recalling
+            && st.access == super::Access::Invalid
+            && self.dir.sharers(&self.net, p, st) & !(1u64 << from) == 0
+            && !self.broadcast_copies_may_exist(p)
+        {
+            // The only sharer: grant, with the master copy (never broadcast meanwhile).
+            st.excl_at = from as u16;
+            st.check(self.id);
+            let data = self.snapshot_page(p);
+            answer(&Reply::Page {
+                data: &data,
+                meta: self.piggyback(p, st),
+                migrated: false,
+                exclusive: true,
             });
             return;
         }
@@ -345,6 +543,7 @@ impl Node {
             data: &data,
             meta: self.piggyback(p, st),
             migrated: false,
+            exclusive: false,
         });
     }
 }
