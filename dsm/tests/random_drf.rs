@@ -7,7 +7,14 @@
 //! Two more patterns exercise the variants' optimizations: *solo* pages, each written by
 //! one processor for the whole run and read by all after each round (exclusive mode, and
 //! under the -Mg variants one migration to the writer), and *wide* pages, written by a
-//! rotating processor and then read by every processor at once (adaptive broadcast). The
+//! rotating processor and then read by every processor at once (adaptive broadcast), and
+//! *far* pages, homed by a homes file at a node the seed picks, written in every round by
+//! one processor that changes now and then (sometimes joined by one or two others, each
+//! writing its share of the words, before or after its lock-protected updates) and read
+//! after the round by a seeded few (often none, sometimes the home's), so that a page often
+//! has one sharer that is not its home (exclusive mode away from the home, section 2.2),
+//! whose writes stay there over several releases until a reader recalls them, or which
+//! holds a notice from a writer that left before it went exclusive. The
 //! random partition moves every word's owner at every round, so pages ping-pong between
 //! writers (many migrations).
 //! A failure names its seed; `DSM_SEED=<seed>` replays just that seed. Under the modeled
@@ -25,6 +32,7 @@ const ROUNDS: usize = 4;
 /// u64 words in one 4 KiB page.
 const PAGE_WORDS: usize = 512;
 const WIDE_PAGES: usize = 2;
+const FAR_PAGES: usize = 3;
 
 struct Rng(u64);
 impl Rng {
@@ -59,7 +67,87 @@ fn increments(seed: u64, round: usize, proc: usize) -> Vec<(usize, u64)> {
         .collect()
 }
 
+/// The processors that write far page `f` in `round`, each the words whose index modulo
+/// their number is its place in the list: a main writer, seeded and kept from one round to
+/// the next two times in three, joined one round in four by one or two others.
+fn far_writers(seed: u64, round: usize, f: usize, nprocs: usize) -> Vec<usize> {
+    let mut r = Rng(seed ^ 0xFA5 ^ (f as u64) << 24);
+    let mut w = r.below(nprocs);
+    for _ in 0..round {
+        if r.below(3) == 0 {
+            w = r.below(nprocs);
+        }
+    }
+    let mut r = Rng(seed ^ 0xFA8 ^ ((round * 64 + f) as u64) << 24);
+    let mut out = vec![w];
+    if r.below(4) == 0 {
+        for _ in 0..1 + r.below(2) {
+            let o = r.below(nprocs);
+            if !out.contains(&o) {
+                out.push(o);
+            }
+        }
+    }
+    out
+}
+
+/// Whether processor `me` writes its share of far page `f` after its lock-protected
+/// updates of `round` rather than before (one in two, seeded).
+fn far_late(seed: u64, round: usize, f: usize, me: usize) -> bool {
+    Rng(seed ^ 0xFA9 ^ ((round * 64 + f) as u64) << 16 ^ (me as u64) << 40).below(2) == 0
+}
+
+/// Whether processor `me` reads far page `f` after `round` (one in five, seeded).
+fn far_reads(seed: u64, round: usize, f: usize, me: usize) -> bool {
+    Rng(seed ^ 0xFA6 ^ ((round * 64 + f) as u64) << 16 ^ (me as u64) << 40).below(5) == 0
+}
+
+/// The far pages' homes (`Config::homes_file`), one seeded node each. The far pages come
+/// after the other allocations, whose sizes are fixed (all page-aligned).
+fn far_homes(seed: u64, nodes: usize, nprocs: usize) -> Vec<(usize, usize)> {
+    let first = (WORDS * 8).div_ceil(4096)
+        + (COUNTERS * 8).div_ceil(4096)
+        + (ROUNDS * 16 * 8).div_ceil(4096)
+        + nprocs
+        + WIDE_PAGES;
+    let mut r = Rng(seed ^ 0xFA7);
+    (0..FAR_PAGES)
+        .map(|f| (first + f, r.below(nodes)))
+        .collect()
+}
+
+/// A homes file for one run. It is named after the run's case and the launching process,
+/// so that the node processes of a process-mode run read the file their launcher wrote;
+/// only the launcher writes and removes it, when the sweep ends.
+struct HomesFile(std::path::PathBuf);
+
+impl HomesFile {
+    fn new(case: &str, homes: &[(usize, usize)]) -> HomesFile {
+        let node_process = dsm::launch::is_node_process();
+        let launcher = if node_process {
+            std::os::unix::process::parent_id()
+        } else {
+            std::process::id()
+        };
+        let path = std::env::temp_dir().join(format!("cashmere-drf-{case}-{launcher}"));
+        if !node_process {
+            let text: String = homes.iter().map(|(p, h)| format!("{p} {h}\n")).collect();
+            std::fs::write(&path, text).expect("cannot write the homes file");
+        }
+        HomesFile(path)
+    }
+}
+
+impl Drop for HomesFile {
+    fn drop(&mut self) {
+        if !dsm::launch::is_node_process() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
 #[allow(clippy::needless_range_loop)] // rounds index several arrays and the model
+#[allow(clippy::too_many_arguments)]
 fn run_program(
     proto: Protocol,
     backend: FaultBackend,
@@ -68,6 +156,7 @@ fn run_program(
     mode: ExecMode,
     seed: u64,
     clock: ClockMode,
+    files: &mut Vec<HomesFile>,
 ) -> Result<(), String> {
     let mut c = Config::new(nodes, procs, proto);
     c.clock = clock;
@@ -80,12 +169,21 @@ fn run_program(
     c.page_bytes = 4096;
     c.mode = mode;
     let nprocs = nodes * procs;
+    let homes = HomesFile::new(
+        &format!("{}-{nodes}x{procs}-{seed}-{mode}-{clock}", proto.name),
+        &far_homes(seed, nodes, nprocs),
+    );
+    c.homes_file = Some(homes.0.clone());
+    // Kept until the sweep ends: the node processes of a later case re-run this one (and
+    // skip it), reading its homes file again.
+    files.push(homes);
     let r = Cluster::new(c).run(|s| {
         let words = s.alloc_named::<u64>(WORDS, "words");
         let counters = s.alloc_named::<u64>(COUNTERS, "counters");
         let published = s.alloc_named::<u64>(ROUNDS * 16, "published");
         let solo = s.alloc_named::<u64>(nprocs * PAGE_WORDS, "solo");
         let wide = s.alloc_named::<u64>(WIDE_PAGES * PAGE_WORDS, "wide");
+        let far = s.alloc_named::<u64>(FAR_PAGES * PAGE_WORDS, "far");
         let locks = s.locks(LOCKS);
         let flags = s.flags(ROUNDS);
         let bar = s.barrier();
@@ -113,6 +211,23 @@ fn run_program(
                         wide.set(k, value(round, k, 77));
                     }
                 }
+                // Far pages: this round's writers write their shares, before or after
+                // their lock-protected updates.
+                let write_far = |late: bool| {
+                    for f in 0..FAR_PAGES {
+                        let writers = far_writers(seed, round, f, nprocs);
+                        let Some(j) = writers.iter().position(|&w| w == me) else {
+                            continue;
+                        };
+                        if far_late(seed, round, f, me) != late {
+                            continue;
+                        }
+                        for k in (j..PAGE_WORDS).step_by(writers.len()) {
+                            far.set(f * PAGE_WORDS + k, value(round, k, 1000 + f));
+                        }
+                    }
+                };
+                write_far(false);
                 // Lock-protected counters.
                 for (c, add) in increments(seed, round, me) {
                     let l = locks[c % LOCKS];
@@ -123,6 +238,7 @@ fn run_program(
                     counters.set(c, counters.get(c) + add);
                     l.release(p);
                 }
+                write_far(true);
                 // The round's publisher fills a block and sets the round's flag.
                 let publisher = round % nprocs;
                 if me == publisher {
@@ -140,6 +256,16 @@ fn run_program(
                     }
                 }
                 bar.wait(p);
+                for f in 0..FAR_PAGES {
+                    if far_reads(seed, round, f, me) {
+                        for k in (0..PAGE_WORDS).step_by(7) {
+                            let got = far.get(f * PAGE_WORDS + k);
+                            if got != value(round, k, 1000 + f) {
+                                return Err(format!("proc {me}, round {round}: far page {f}, word {k} = {got:#x}"));
+                            }
+                        }
+                    }
+                }
                 for k in 0..WIDE_PAGES * PAGE_WORDS {
                     let got = wide.get(k);
                     if got != value(round, k, 77) {
@@ -179,7 +305,19 @@ fn run_program(
     match r {
         Err(e) if e.is_other_run() => Ok(()),
         Err(e) => Err(e.to_string()),
-        Ok(rep) => rep.results.into_iter().collect(),
+        Ok(rep) => {
+            if std::env::var_os("DSM_TRACE_CASES").is_some() {
+                let k = &rep.counters;
+                eprintln!(
+                    "  exclusive entries {} exits {}, flushes before drop {}, deferred {}",
+                    k.exclusive_entries,
+                    k.exclusive_exits,
+                    k.flushes_before_drop,
+                    k.deferred_messages
+                );
+            }
+            rep.results.into_iter().collect()
+        }
     }
 }
 
@@ -226,6 +364,7 @@ fn sweep_clock(
     wide: bool,
     clock: ClockMode,
 ) {
+    let mut files = Vec::new();
     for backend in backends() {
         for seed in seeds(seed_range.clone()) {
             for &proto in protos {
@@ -236,7 +375,9 @@ fn sweep_clock(
                             proto.name
                         );
                     }
-                    if let Err(e) = run_program(proto, backend, nodes, procs, mode, seed, clock) {
+                    if let Err(e) =
+                        run_program(proto, backend, nodes, procs, mode, seed, clock, &mut files)
+                    {
                         if std::env::var_os("DSM_KEEP_GOING").is_some() {
                             eprintln!("FAIL {} {nodes}x{procs} seed {seed}: {e}", proto.name);
                             continue;
