@@ -604,8 +604,8 @@ pub fn take_fault_delivered() -> bool {
 
 /// The thread CPU time this host spends delivering one protection fault to the handler
 /// and returning from it (kernel entry, signal frame, handler dispatch, `sigreturn`),
-/// less the handler's own work: measured once per process, the least of five rounds of
-/// 200 faults on a scratch page less the least of five rounds of the same `mprotect`
+/// less the handler's own work: measured once per process, the least of 25 rounds of
+/// 200 faults on a scratch page less the least of 25 rounds of the same `mprotect`
 /// calls without the fault.
 /// The modeled clock takes it out of a processor's measured computation, since the
 /// platform's own fault cost (`HostCosts::fault_ns`) is charged instead. 0 if it cannot
@@ -616,7 +616,9 @@ pub fn fault_delivery_ns() -> u64 {
 }
 
 fn measure_fault_delivery() -> io::Result<u64> {
-    const ROUNDS: usize = 5;
+    // Enough rounds that each loop has a quiet one on a busy machine (a full test process
+    // once left five rounds with under 100 ns between the loops' minima).
+    const ROUNDS: usize = 25;
     const FAULTS: u64 = 200;
     fn unprotect(page: usize, _: FaultAccess) -> bool {
         protect(page, host_page_size(), Prot::ReadWrite).is_ok()

@@ -30,9 +30,13 @@
 //!   and retried, in order per page, when the lock is released. A handler never sends a
 //!   request (it replies, or sends one-way messages).
 //! * A processor waits on the network while holding a page lock only for requests about
-//!   that page to its (believed) home, and never while this node is the page's home; so
-//!   the home's own lock holders never wait on the network, and a deferred request at the
-//!   home is retried in bounded time.
+//!   that page: to its (believed) home, or (`Recall`, non-home exclusive mode in
+//!   `service.rs`) to the node the home named as the page's exclusive holder; and never
+//!   while this node is the page's home. So the home's own lock holders never wait on the
+//!   network, and a deferred request at the home is retried in bounded time. A recall
+//!   cannot deadlock: the holder's handler needs the holder's page lock, which the
+//!   holder's processors hold across a network wait only to flush the page home when they
+//!   drop it, and the home never defers that flush behind the recall.
 //! * The home of a page changes only under the page lock of the home that gives it away
 //!   (which must not be writing it) and of the node that takes it (which asked for it).
 
