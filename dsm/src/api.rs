@@ -614,8 +614,9 @@ impl Cluster {
             }
         }
         report.homes.sort_unstable();
-        report.elapsed_ns = timed_elapsed(&report.procs)?.unwrap_or(report.run_ns);
-        report.timed_region = report.procs.iter().any(|p| p.timed.is_some());
+        let timed = timed_elapsed(&report.procs)?;
+        report.timed_region = timed.is_some();
+        report.elapsed_ns = timed.unwrap_or(report.run_ns);
         Ok(report)
     }
 }

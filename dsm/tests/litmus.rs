@@ -4,9 +4,10 @@
 //! (2.3.6) under CSM-ADB. Each scenario asserts the data and the protocol counters that
 //! prove the scenario happened, so that it cannot pass without exercising what it names.
 
+mod support;
+use support::HomesFile;
 use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
 use protocol_variants::{CSM_ADB, CSM_DMS, CSM_MS_MG, CSM_NONE, CSM_NONE_MG};
-use std::path::PathBuf;
 
 /// One protocol on one fault backend.
 struct Case {
@@ -376,36 +377,6 @@ fn modes(case: &Case) -> Vec<ExecMode> {
     }
 }
 
-/// A homes file (`Config::homes_file`: one `page home` per line) that pins first homes.
-/// It is named after the test and the launching process, so that the node processes of
-/// a process-mode run read the file their launcher wrote; only the launcher writes and
-/// removes it.
-struct HomesFile(PathBuf);
-
-impl HomesFile {
-    fn new(test: &str, homes: &[(u32, usize)]) -> HomesFile {
-        let node_process = dsm::launch::is_node_process();
-        let launcher = if node_process {
-            std::os::unix::process::parent_id()
-        } else {
-            std::process::id()
-        };
-        let path = std::env::temp_dir().join(format!("cashmere-litmus-{test}-{launcher}"));
-        if !node_process {
-            let text: String = homes.iter().map(|(p, h)| format!("{p} {h}\n")).collect();
-            std::fs::write(&path, text).expect("cannot write the homes file");
-        }
-        HomesFile(path)
-    }
-}
-
-impl Drop for HomesFile {
-    fn drop(&mut self) {
-        if !dsm::launch::is_node_process() {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-}
 
 /// Pages written by all three nodes in the migration race, first homed at node 0.
 const RACE_PAGES: usize = 8;
@@ -433,7 +404,7 @@ fn migration_races_a_fetch_and_a_diff() {
             // Two more pages after the race pages: node 0 writes one per round, node 2 reads
             // the other (written the round before), so the two never race.
             let homes: Vec<(u32, usize)> = (0..RACE_PAGES as u32 + 2).map(|p| (p, 0)).collect();
-            let file = HomesFile::new("migration_race", &homes);
+            let file = HomesFile::new("litmus-migration_race", &homes);
             let mut c = small_config(&case, 3, mode);
             c.homes_file = Some(file.0.clone());
             let r = Cluster::new(c).run(|s| {
@@ -545,7 +516,7 @@ fn migration_races_a_fetch_and_a_diff() {
 fn a_stale_cached_entry_makes_a_refused_migration() {
     for case in cases_of(&[CSM_NONE_MG, CSM_MS_MG]) {
         for mode in modes(&case) {
-            let file = HomesFile::new("stale_entry", &[(0, 0)]);
+            let file = HomesFile::new("litmus-stale_entry", &[(0, 0)]);
             let mut c = small_config(&case, 2, mode);
             c.homes_file = Some(file.0.clone());
             let r = Cluster::new(c).run(|s| {
@@ -842,7 +813,7 @@ fn a_single_non_home_sharer_writes_exclusively() {
             let homes: Vec<(u32, usize)> = (0..(EXCL_EPISODES * EXCL_PAGES) as u32)
                 .map(|p| (p, 0))
                 .collect();
-            let file = HomesFile::new("non_home_exclusive", &homes);
+            let file = HomesFile::new("litmus-non_home_exclusive", &homes);
             let mut c = small_config(&case, 3, mode);
             c.procs_per_node = 2;
             c.homes_file = Some(file.0.clone());
@@ -956,7 +927,7 @@ fn an_exclusive_holder_that_drops_its_page_flushes_it_whole() {
     const PARTS: [(usize, usize); 3] = [(0, 300), (300, 700), (700, PAGE_WORDS)];
     let value = |node: usize, i: usize| ((node as u64) << 40) | (i as u64 * 3 + 7);
     for case in cases_of(&[CSM_DMS, CSM_MS]) {
-        let file = HomesFile::new("drop_flush", &[(0, 0)]);
+        let file = HomesFile::new("litmus-drop_flush", &[(0, 0)]);
         let mut c = small_config(&case, 4, ExecMode::Threads);
         c.clock = dsm::ClockMode::Modeled;
         c.cpu_scale = 0.0;

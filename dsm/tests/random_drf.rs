@@ -22,6 +22,8 @@
 //! computation counts), and `DSM_KEEP_GOING=1` reports every failing case instead of
 //! stopping at the first (for sweeps).
 
+mod support;
+use support::HomesFile;
 use dsm::{ClockMode, Cluster, Config, ExecMode, FaultBackend, Protocol};
 use protocol_variants::{ALL, CSM_DMS, CSM_MS, CSM_NONE, CSM_S};
 
@@ -116,35 +118,6 @@ fn far_homes(seed: u64, nodes: usize, nprocs: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// A homes file for one run. It is named after the run's case and the launching process,
-/// so that the node processes of a process-mode run read the file their launcher wrote;
-/// only the launcher writes and removes it, when the sweep ends.
-struct HomesFile(std::path::PathBuf);
-
-impl HomesFile {
-    fn new(case: &str, homes: &[(usize, usize)]) -> HomesFile {
-        let node_process = dsm::launch::is_node_process();
-        let launcher = if node_process {
-            std::os::unix::process::parent_id()
-        } else {
-            std::process::id()
-        };
-        let path = std::env::temp_dir().join(format!("cashmere-drf-{case}-{launcher}"));
-        if !node_process {
-            let text: String = homes.iter().map(|(p, h)| format!("{p} {h}\n")).collect();
-            std::fs::write(&path, text).expect("cannot write the homes file");
-        }
-        HomesFile(path)
-    }
-}
-
-impl Drop for HomesFile {
-    fn drop(&mut self) {
-        if !dsm::launch::is_node_process() {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-}
 
 #[allow(clippy::needless_range_loop)] // rounds index several arrays and the model
 #[allow(clippy::too_many_arguments)]
@@ -170,7 +143,7 @@ fn run_program(
     c.mode = mode;
     let nprocs = nodes * procs;
     let homes = HomesFile::new(
-        &format!("{}-{nodes}x{procs}-{seed}-{mode}-{clock}", proto.name),
+        &format!("drf-{}-{nodes}x{procs}-{seed}-{mode}-{clock}", proto.name),
         &far_homes(seed, nodes, nprocs),
     );
     c.homes_file = Some(homes.0.clone());

@@ -403,27 +403,15 @@ pub fn run_app(
         (AppResult::new(), 0.0)
     } else {
         let _p = (!quiet).then(|| Progress::start(format!("{} sequential", app.name())));
-        // Modeled time: compute as the platform does (subnormals flushed or not, as the
-        // processors of the parallel run do).
-        let flush = modeled && config.platform.flush_denormals;
-        let mode = dsm::sys::flush_denormals(flush);
-        // The sequential run's timed region (`app_common::timing`), the part the
-        // parallel run's region (`Report::elapsed_ns`) matches.
-        let (r, took) = app_common::timing::measure(|| app.sequential(params));
-        let this_run = took.cpu_ns as f64 / 1e9;
-        drop(mode);
-        let r = r.with_context(|| format!("sequential {}", app.name()))?;
+        // The sequential run's timed region, the part the parallel run's region
+        // (`Report::elapsed_ns`) matches.
+        let s = crate::scale::run_sequential(app, params, &config.platform, modeled)?;
         let seq_s = if modeled {
-            // The machine's time on this input, measured once over a few runs and cached
-            // (`scale::sequential_cpu`), so that a repeated cell compares against the same
-            // sequential time; this run counts as one of the samples.
-            let (cpu_s, _) =
-                crate::scale::sequential_cpu(app, params, Some(this_run), &config.platform)?;
-            cpu_s * config.cpu_scale
+            s.cpu_s * config.cpu_scale
         } else {
-            took.wall_ns as f64 / 1e9
+            s.wall_s
         };
-        (r, seq_s)
+        (s.result, seq_s)
     };
     let _p = (!quiet && !node).then(|| {
         Progress::start(format!(

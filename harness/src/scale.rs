@@ -30,7 +30,7 @@
 //! cached) before it started them, and they read its measurement from the cache.
 
 use anyhow::{bail, Context};
-use app_common::{App, Params, Size};
+use app_common::{App, AppResult, Params, Size};
 use dsm::platform::Platform;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -126,6 +126,44 @@ fn scale_of(
 pub const SAMPLES: usize = 3;
 /// The CPU time after which no further sample is taken (a paper-size TSP takes minutes).
 const SAMPLE_BUDGET_S: f64 = 4.0;
+
+/// A sequential run: its result, and the wall time and thread CPU time of its timed region
+/// (`app_common::timing`).
+pub struct Sequential {
+    pub result: AppResult,
+    pub wall_s: f64,
+    /// Under the modeled clock, this input's cached CPU time ([`sequential_cpu`]).
+    pub cpu_s: f64,
+}
+
+/// Runs `app`'s sequential version on `params`, as `cashmere run` and `cashmere table`
+/// take it. Under the modeled clock (`modeled`) it computes as the platform does
+/// (`Platform::flush_denormals`, as the parallel run's processors do), and its CPU time
+/// is this input's cached one, the least of a few runs of which this is one
+/// ([`sequential_cpu`]), so that a repeated cell compares against the same sequential
+/// time.
+pub fn run_sequential(
+    app: &dyn App,
+    params: &Params,
+    platform: &Platform,
+    modeled: bool,
+) -> anyhow::Result<Sequential> {
+    let mode = dsm::sys::flush_denormals(modeled && platform.flush_denormals);
+    let (result, took) = app_common::timing::measure(|| app.sequential(params));
+    drop(mode);
+    let result = result.with_context(|| format!("sequential {}", app.name()))?;
+    let this_run = took.cpu_ns as f64 / 1e9;
+    let cpu_s = if modeled {
+        sequential_cpu(app, params, Some(this_run), platform)?.0
+    } else {
+        this_run
+    };
+    Ok(Sequential {
+        result,
+        wall_s: took.wall_ns as f64 / 1e9,
+        cpu_s,
+    })
+}
 
 /// This machine's sequential CPU time of `app` on `params`, for a modeled run's
 /// sequential time (`run::run_app`): the cached measurement, else the least of up to

@@ -20,7 +20,7 @@ mod output;
 
 use crate::apps;
 use crate::run::ClusterArgs;
-use crate::scale::Scale;
+use crate::scale::{run_sequential, Scale, Sequential};
 use anyhow::{bail, Context};
 use app_common::{App, AppResult, Params, Size};
 use clap::Args;
@@ -528,12 +528,6 @@ fn serve_node(plan: &Plan, node_plan: Option<&str>) -> anyhow::Result<()> {
     bail!("this node process's run is not in its --node-plan")
 }
 
-/// The sequential run of one app, done once for all its variants.
-struct Sequential {
-    result: AppResult,
-    wall_s: f64,
-    cpu_s: f64,
-}
 
 /// Runs the cells, keeping finished ones, and shows progress.
 struct Runner<'a> {
@@ -594,7 +588,9 @@ impl<'a> Runner<'a> {
                 let seq = seq.get_or_insert_with(|| {
                     self.progress
                         .step(&format!("{}: sequential", app.app.name()));
-                    sequential(app, self.plan).map_err(|e| format!("sequential run: {e:#}"))
+                    let modeled = self.plan.clock == ClockMode::Modeled;
+                    run_sequential(app.app, &app.params, &self.plan.platform, modeled)
+                        .map_err(|e| format!("sequential run: {e:#}"))
                 });
                 let scale = scale.get_or_insert_with(|| {
                     self.progress
@@ -744,31 +740,6 @@ impl<'a> Runner<'a> {
         write_file(&path, serde_json::to_string_pretty(&cell)?.as_bytes())?;
         Ok(cell)
     }
-}
-
-/// The sequential run: its result, and the wall time and thread CPU time of its timed
-/// region (`app_common::timing`). Under the modeled clock it computes as the platform does
-/// (`Platform::flush_denormals`), and its CPU time is this input's cached one, the least
-/// of a few runs of which this is one (`scale::sequential_cpu`), as `cashmere run` takes
-/// it.
-fn sequential(app: &AppPlan, plan: &Plan) -> anyhow::Result<Sequential> {
-    let modeled = plan.clock == ClockMode::Modeled;
-    let mode = dsm::sys::flush_denormals(modeled && plan.platform.flush_denormals);
-    let (result, took) = app_common::timing::measure(|| app.app.sequential(&app.params));
-    let this_run = took.cpu_ns as f64 / 1e9;
-    let wall_s = took.wall_ns as f64 / 1e9;
-    drop(mode);
-    let result = result?;
-    let cpu_s = if modeled {
-        crate::scale::sequential_cpu(app.app, &app.params, Some(this_run), &plan.platform)?.0
-    } else {
-        this_run
-    };
-    Ok(Sequential {
-        cpu_s,
-        wall_s,
-        result,
-    })
 }
 
 /// A finished run's figures; the sequential time is taken in the clock the report states.

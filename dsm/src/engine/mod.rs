@@ -527,12 +527,7 @@ impl Node {
                 "node {}: page {p}'s recall ended by another",
                 self.id
             );
-            if st.excl_at as usize == holder {
-                if !data.is_empty() {
-                    self.install_page(p, &data);
-                }
-                st.excl_at = NO_HOME;
-            } else {
+            if !self.apply_flush(p, &mut st, holder, &data) {
                 // The holder flushed the page itself (it dropped it) before our recall.
                 assert!(data.is_empty(), "node {}: page {p} flushed twice", self.id);
             }
@@ -558,6 +553,20 @@ impl Node {
     /// the writer then writes exclusively as the home).
     fn may_hold_exclusive(&self) -> bool {
         self.protocol.home == crate::config::HomePolicy::FirstTouch
+    }
+
+    /// At the home: applies `holder`'s flush of `p` (its whole page, or nothing when it
+    /// wrote the page into the master copy itself) if `holder` still holds the page
+    /// exclusively, and ends its hold. False if it no longer does (it flushed already).
+    fn apply_flush(&self, p: u32, st: &mut PageState, holder: usize, data: &[u8]) -> bool {
+        if st.excl_at as usize != holder {
+            return false;
+        }
+        if !data.is_empty() {
+            self.install_page(p, data);
+        }
+        st.excl_at = NO_HOME;
+        true
     }
 
     /// This node (not `p`'s home) leaves exclusive mode: write-protects the page and

@@ -379,12 +379,7 @@ impl Node {
                     "node {}: flush of page {p} from node {from}",
                     self.id
                 );
-                if st.excl_at as usize == holder {
-                    if !data.is_empty() {
-                        self.install_page(p, data);
-                    }
-                    st.excl_at = NO_HOME;
-                } else {
+                if !self.apply_flush(p, &mut st, holder, data) {
                     assert!(
                         fetch && data.is_empty(),
                         "node {}: a flush of page {p} held by node {holder}, recorded at node {}",
