@@ -30,10 +30,13 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
     println!("\n{heading}\n");
     print!("{}", render_text(&grid));
     println!();
-    let computation = computation_line(&apps, cells);
+    let notes: Vec<String> = [computation_line(&apps, cells), interval_line(&apps, cells)]
+        .into_iter()
+        .flatten()
+        .collect();
     print!("{}", summary_lines(&summary).join("\n"));
     println!();
-    if let Some(line) = &computation {
+    for line in &notes {
         println!("{line}");
     }
 
@@ -45,7 +48,7 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
         &serde_json::to_string_pretty(&json(plan, cells, &summary))?,
     )?;
     write(&out.join("table.csv"), &csv(cells))?;
-    write(&md, &markdown(&heading, &grid, &summary, computation.as_deref()))?;
+    write(&md, &markdown(&heading, &grid, &summary, &notes))?;
     super::figure::figure1(&apps, &variants, cells, &svg)?;
     println!("\nMarkdown: {}\nFigure 1: {}", md.display(), svg.display());
 
@@ -347,24 +350,29 @@ fn list(prefix: &str, items: impl Iterator<Item = String>) -> String {
     }
 }
 
+/// The cell an app's one-figure lines speak for: its CSM-DMS cell, else its first verified
+/// one.
+fn reference_cell<'a>(app: &str, cells: &'a [Cell]) -> Option<&'a Cell> {
+    let mine = |c: &&Cell| c.config.app == app && c.verified && c.run.is_some();
+    cells
+        .iter()
+        .filter(mine)
+        .find(|c| c.config.variant == "CSM-DMS")
+        .or_else(|| cells.iter().find(mine))
+}
+
 /// How much slower the parallel program's computation ran than the sequential program's
-/// (each app's CSM-DMS cell, else its first verified one): the processors' total User time
-/// over the sequential time, both in the table's clock. 1.00 means the parallel program
-/// computed exactly as fast; above it, the parallel code did more work, or (under the
-/// modeled clock, where every simulated processor computes on one host core) its working
-/// sets competed for that one core's caches, which the platform's 32 processors each had
-/// to themselves. Speedup cannot exceed processors / this.
+/// (each app's [`reference_cell`]): the processors' total User time over the sequential
+/// time, both in the table's clock. 1.00 means the parallel program computed exactly as
+/// fast; above it, the parallel code did more work, or (under the modeled clock, where
+/// every simulated processor computes on one host core) its working sets competed for that
+/// one core's caches, which the platform's 32 processors each had to themselves. Speedup
+/// cannot exceed processors / this.
 fn computation_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
     let figures: Vec<String> = apps
         .iter()
         .filter_map(|app| {
-            let mine = |c: &&Cell| c.config.app == *app && c.verified && c.run.is_some();
-            let cell = cells
-                .iter()
-                .filter(mine)
-                .find(|c| c.config.variant == "CSM-DMS")
-                .or_else(|| cells.iter().find(mine))?;
-            let run = cell.run.as_ref()?;
+            let run = reference_cell(app, cells)?.run.as_ref()?;
             (run.seq_s > 0.0).then(|| {
                 let ratio = run.breakdown.user_ns as f64 / 1e9 / run.seq_s;
                 format!("{app} {ratio:.2}")
@@ -380,17 +388,45 @@ fn computation_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
     })
 }
 
-fn markdown(
-    heading: &str,
-    grid: &[Vec<String>],
-    summary: &Summary,
-    computation: Option<&str>,
-) -> String {
+/// This machine's time per barrier interval, in milliseconds: the parallel time over the
+/// scale factor (1 under the wall clock) and the barriers each node crossed. Every interval
+/// lasts as long as its slowest processor's burst, so the host's noise in a burst is paid
+/// once per interval: the shorter the intervals, the more a repeated cell moves
+/// (`harness/results/README.md`, "Why EM3D does not repeat within 2%"). The barriers are
+/// the whole run's, the time the timed region's, so this is an estimate.
+fn interval_ms(par_s: f64, scale: f64, barriers: u64, nodes: usize) -> Option<f64> {
+    let per_node = barriers as f64 / nodes.max(1) as f64;
+    (per_node >= 1.0 && scale > 0.0).then(|| par_s / scale / per_node * 1e3)
+}
+
+/// The line of each app's [`interval_ms`] (its [`reference_cell`]).
+fn interval_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
+    let figures: Vec<String> = apps
+        .iter()
+        .filter_map(|app| {
+            let cell = reference_cell(app, cells)?;
+            let run = cell.run.as_ref()?;
+            let scale = cell.scale.as_ref().map_or(1.0, |s| s.factor);
+            let ms = interval_ms(run.par_s, scale, run.counters.barriers, cell.config.nodes)?;
+            Some(format!("{app} {ms:.2} ms"))
+        })
+        .collect();
+    (!figures.is_empty()).then(|| {
+        format!(
+            "- Barrier intervals, this machine's time per interval (the parallel time over the \
+             scale factor and the barriers; the shorter, the more this host's noise moves a \
+             repeated cell): {}",
+            figures.join(", ")
+        )
+    })
+}
+
+fn markdown(heading: &str, grid: &[Vec<String>], summary: &Summary, notes: &[String]) -> String {
     let mut md = String::from("# Cashmere: Table 4 and Figure 1\n\n");
     let _ = writeln!(md, "{heading}\n");
     md += &render_markdown(grid);
     let mut lines = summary_lines(summary);
-    lines.extend(computation.map(String::from));
+    lines.extend(notes.iter().cloned());
     lines[0] = "\n## Summary\n".into();
     md += &lines.join("\n");
     md += "\n\n## Figure 1\n\nTime breakdown (User, Protocol, Wait, Message) summed over the processors, normalized to CSM-DMS's total.\n\n![Figure 1](figure1.svg)\n";
@@ -522,6 +558,19 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(12), "0.012");
         assert_eq!(thousands(66_049), "66.0");
+    }
+
+    #[test]
+    fn an_interval_is_the_host_time_over_each_nodes_barriers() {
+        // EM3D at the paper's input: 1.98 s of virtual time at a scale factor of 120,
+        // 1,616 barrier crossings counted over 8 nodes (202 each).
+        let ms = interval_ms(1.98, 120.0, 1616, 8).unwrap();
+        assert!((ms - 1.98 / 120.0 / 202.0 * 1e3).abs() < 1e-12, "{ms}");
+        // The wall clock's scale is 1.
+        assert_eq!(interval_ms(2.0, 1.0, 40, 4), Some(200.0));
+        // No barrier, or no scale: no figure.
+        assert_eq!(interval_ms(2.0, 1.0, 0, 4), None);
+        assert_eq!(interval_ms(2.0, 0.0, 40, 4), None);
     }
 
     #[test]
