@@ -8,7 +8,9 @@
 //! never block on a page lock (a processor of this node may hold it while it waits on the
 //! network, serving messages). The hint is written only under the page lock, except for
 //! the first-touch transition from "no home" to a home, which every node learns the same
-//! way and which never goes back.
+//! way and which never goes back. Beside it, outside the lock too, each page has a
+//! *wanted* mark, which is no state of the page: it says that a handler found the lock
+//! busy and deferred a message, which the lock's next release retries ([`PageTable`]).
 //!
 //! # Invariants (asserted by [`PageState::check`] after every transition)
 //!
@@ -24,7 +26,7 @@
 //! * A page this node is migrating to itself (the hint's `PENDING` bit) is locked by the
 //!   processor that asked for it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 /// Debug trace of home changes (set `DSM_TRACE_HOMES=1`), printed when a protocol check
@@ -144,10 +146,28 @@ impl PageState {
 /// Bit of a home hint: this node has asked the home to migrate to it and awaits the answer.
 pub(crate) const PENDING: u32 = 1 << 16;
 
-/// The pages of one node: a lock and a home hint per page.
+/// The pages of one node: a lock, a home hint, a waiter flag and a *wanted* mark per page.
+///
+/// # Memory ordering: a busy lock's release is not missed
+///
+/// A message handler that finds a page's lock busy defers its message, and the lock's
+/// release must retry it. The handler marks the lock wanted, issues a SeqCst fence and
+/// tries the lock once more ([`PageTable::try_lock_or_want`]); every releaser unlocks,
+/// issues a SeqCst fence and takes the mark ([`PageTable::take_wanted`]). The two fences
+/// are ordered one way or the other: if the releaser's comes first, the second try sees
+/// the lock free (or held by a later holder, whose own release then sees the mark); if the
+/// handler's comes first, the releaser sees the mark and retries the deferred message. It
+/// is the wait seam's sleeper/waker argument (`crate::wait`), with the second try as the
+/// sleeper's last check.
 pub(crate) struct PageTable {
     states: Box<[Mutex<PageState>]>,
     hints: Box<[AtomicU32]>,
+    /// Processors of this node parked on the page's lock (the waiter flag of
+    /// `Seam::until_flagged`): every release of the lock wakes them, and only them.
+    lock_waiters: Box<[AtomicU32]>,
+    /// A message handler found the page's lock busy and deferred its message since the
+    /// lock's last release.
+    wanted: Box<[AtomicBool]>,
 }
 
 /// What a message handler learns about a page without taking its lock.
@@ -170,7 +190,14 @@ impl PageTable {
             hints: (0..npages)
                 .map(|_| AtomicU32::new(NO_HOME as u32))
                 .collect(),
+            lock_waiters: (0..npages).map(|_| AtomicU32::new(0)).collect(),
+            wanted: (0..npages).map(|_| AtomicBool::new(false)).collect(),
         }
+    }
+
+    /// The waiter flag of processors parked on `p`'s lock.
+    pub fn lock_waiters(&self, p: u32) -> &AtomicU32 {
+        &self.lock_waiters[p as usize]
     }
 
     /// Locks page `p` if it is free.
@@ -180,6 +207,28 @@ impl PageTable {
             Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(TryLockError::WouldBlock) => None,
         }
+    }
+
+    /// Locks page `p` for a message handler if it is free. If it is busy, marks it wanted,
+    /// so that its holder's release retries the deferred message, and tries once more
+    /// (type doc, "Memory ordering"). The mark may outlive a second try that succeeds:
+    /// the handler's own release then takes it, at the cost of one needless retry.
+    pub fn try_lock_or_want(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
+        if let Some(g) = self.try_lock(p) {
+            return Some(g);
+        }
+        self.wanted[p as usize].store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.try_lock(p)
+    }
+
+    /// Called by every releaser of `p`'s lock once it has unlocked it: whether a handler
+    /// marked the lock wanted since the last release (the mark is cleared, so one release
+    /// answers it).
+    pub fn take_wanted(&self, p: u32) -> bool {
+        fence(Ordering::SeqCst);
+        let w = &self.wanted[p as usize];
+        w.load(Ordering::Relaxed) && w.swap(false, Ordering::SeqCst)
     }
 
     /// The home hint of `p`, read without its lock.

@@ -41,6 +41,7 @@
 //! | a synchronization word is written       | the writer (`Net::ring_bells`) | every receiver's that may wait |
 //! | a [`SeamLock`] is unlocked              | the unlocker                | its own (only if one of its waiters is parked) |
 //! | a node-local barrier completes          | the last arriver            | its own (only if one of its waiters is parked) |
+//! | a page lock is released                 | the releaser                | its own (its lock's waiters if parked; a recall's flush waiters and the service only as `engine`, "Wake-ups on a page's release", says) |
 //! | the service thread is told to stop      | the stopper                 | its own         |
 //! | the cluster aborts                      | `Fabric::abort`             | every node's    |
 //!
@@ -123,6 +124,9 @@ pub(crate) enum WaitFor {
     Acks { kind: u16, nodes: usize },
     /// A page's lock, held by another processor of this node.
     PageLock { page: u32 },
+    /// The flush that ends a recall of a page this node is the home of (non-home
+    /// exclusive mode), recalled by another processor or node.
+    Flush { page: u32 },
     /// Every transfer this node sent to have landed (an acknowledge request).
     Landed,
 }
@@ -142,6 +146,7 @@ impl std::fmt::Display for WaitFor {
                 )
             }
             WaitFor::PageLock { page } => write!(f, "the lock of page {page}"),
+            WaitFor::Flush { page } => write!(f, "the flush that ends the recall of page {page}"),
             WaitFor::Landed => write!(f, "this node's transfers to land (an acknowledge request)"),
             WaitFor::SyncWord { what, id } => write!(f, "{what} {id}"),
             WaitFor::LocalLock { id } => write!(f, "the node-local lock of lock {id}"),

@@ -27,8 +27,9 @@
 //!   and the downgrade; a dirty page is flushed to its home before the node drops it.
 //! * A message handler never blocks: it takes a page lock only with `try_lock`, and a
 //!   message that finds its page busy (or a migration to this node in flight) is deferred
-//!   and retried, in order per page, when the lock is released. A handler never sends a
-//!   request (it replies, or sends one-way messages).
+//!   and retried, in order per page, when the lock is released (below, "Wake-ups on a
+//!   page's release"). A handler never sends a request (it replies, or sends one-way
+//!   messages).
 //! * A processor waits on the network while holding a page lock only for requests about
 //!   that page: to its (believed) home, or (`Recall`, non-home exclusive mode in
 //!   `service.rs`) to the node the home named as the page's exclusive holder; and never
@@ -39,6 +40,38 @@
 //!   drop it, and the home never defers that flush behind the recall.
 //! * The home of a page changes only under the page lock of the home that gives it away
 //!   (which must not be writing it) and of the node that takes it (which asked for it).
+//!
+//! # Wake-ups on a page's release
+//!
+//! Two kinds of waiter wait on a page lock's holder, and they are woken apart:
+//!
+//! * *For the lock* to be free: a processor in [`Node::lock_page`] (counted in the page's
+//!   own waiter flag, `PageTable::lock_waiters`), and a message a handler deferred because
+//!   it found the lock busy (the handler marks the lock wanted first,
+//!   `PageTable::try_lock_or_want`). **Every** release of the page wakes the first and
+//!   takes the mark, retrying the node's deferred messages once per mark.
+//! * *For the page's state* to change: a home processor waiting for a recall's flush to
+//!   land (`flush_waiters`, [`Node::lock_for_fault`]), and a message a handler deferred
+//!   after looking at the page under its lock (a fetch or diff of a page being recalled).
+//!   Only a release that may have changed a page (every release but
+//!   [`PageGuard::release_unchanged`] and [`PageGuard::defer`]) wakes them, the node's
+//!   all at once (they then look again).
+//!
+//! So a release that changed nothing wakes only waiters for that page's lock, which take
+//! it (progress) or find it held again (then its holder's release wakes them), and retries
+//! a message deferred on that busy lock once, whose handler then takes the lock; it never
+//! wakes a waiter for the state, nor a waiter for another page's lock. The handler that
+//! defers a fetch while a recall is under way and the processor that looks for the
+//! recall's end therefore cannot wake each other, which under the modeled clock (each
+//! wake an event at the same virtual time) would keep time from moving. (Waking every
+//! lock waiter of the node would do the same: a woken processor serves the node's
+//! messages, so two processors waiting for locks held across network waits would wake
+//! each other without end, each retrying a deferred fetch whose unchanged release woke
+//! the other.) A handler that defers on the page's state records its deferral before it
+//! releases the lock ([`PageGuard::defer`]), so that a change made right after its look
+//! retries it; and the thread that serves messages passes again over the deferred ones if
+//! a release asked for a retry during its pass, when the retry's wake-up may have found it
+//! serving.
 
 mod adb;
 mod data;
@@ -108,8 +141,9 @@ pub(crate) struct Node {
     /// Set once this node has passed the run's final barrier: it sends nothing after it.
     finished: AtomicBool,
     service: service::Service,
-    /// Processors of this node parked on a busy page lock (see [`Node::lock_page`]).
-    page_waiters: std::sync::atomic::AtomicU32,
+    /// Home processors of this node parked until a recall's flush lands (see
+    /// [`Node::lock_for_fault`]): only a release that may have changed a page wakes them.
+    flush_waiters: std::sync::atomic::AtomicU32,
 }
 
 /// Which mailbox the calling thread uses for requests: processors have their own; every
@@ -129,23 +163,33 @@ pub(crate) fn set_current_slot(local: Option<u16>) {
     SLOT.with(|c| c.set(local));
 }
 
-/// A locked page: the guard wakes the node's deferred messages when it is released.
+/// A locked page: the guard wakes what waits on the page when it is released (module
+/// doc, "Wake-ups on a page's release").
 pub(crate) struct PageGuard<'a> {
     node: &'a Node,
     page: u32,
     st: Option<MutexGuard<'a, PageState>>,
-    /// Released with nothing changed: wakes no one (see [`PageGuard::release_unchanged`]).
+    /// Released with nothing changed: wakes only what waits for the lock itself (see
+    /// [`PageGuard::release_unchanged`]).
     unchanged: bool,
 }
 
 impl PageGuard<'_> {
-    /// Releases the page without waking the node's deferred messages or page waiters: a
-    /// handler that defers its message after looking at the page changed nothing they
-    /// wait for. (Waking them would make the service retry the message at once, forever,
-    /// without letting the flush it waits for arrive: under the modeled clock, time would
-    /// never move.)
+    /// Releases the page having changed nothing: wakes the processors waiting for its lock
+    /// and retries a message deferred because the lock was busy, but wakes no waiter for
+    /// the page's state and retries no message deferred on it. (Waking those would make
+    /// them look again, find nothing changed, and wake this holder's kind in turn: under
+    /// the modeled clock, time would never move.)
     pub(crate) fn release_unchanged(mut self) {
         self.unchanged = true;
+    }
+
+    /// A handler defers its message after looking at the page (a recall is under way):
+    /// records the deferral before it releases the page unchanged, so that whoever
+    /// changes the page next, even before the message is queued, retries it.
+    pub(crate) fn defer(self) {
+        self.node.service.deferring();
+        self.release_unchanged();
     }
 }
 
@@ -166,12 +210,15 @@ impl Drop for PageGuard<'_> {
     fn drop(&mut self) {
         drop(self.st.take());
         rules::unlocked(self.page);
-        if self.unchanged {
-            return;
-        }
         let seam = self.node.net.seam();
-        seam.wake_flagged(&self.node.page_waiters);
-        self.node.service.page_unlocked(&seam);
+        // The lock is free, whatever changed.
+        seam.wake_flagged(self.node.pages.lock_waiters(self.page));
+        let wanted = self.node.pages.take_wanted(self.page);
+        let changed = !self.unchanged;
+        if changed {
+            seam.wake_flagged(&self.node.flush_waiters);
+        }
+        self.node.service.page_released(&seam, wanted, changed);
     }
 }
 
@@ -219,7 +266,7 @@ impl Node {
             stopping: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             service: service::Service::default(),
-            page_waiters: std::sync::atomic::AtomicU32::new(0),
+            flush_waiters: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -230,10 +277,14 @@ impl Node {
         let mut st = self.pages.try_lock(p);
         if st.is_none() {
             self.seam()
-                .until_flagged(WaitFor::PageLock { page: p }, &self.page_waiters, || {
-                    st = self.pages.try_lock(p);
-                    st.is_some()
-                })
+                .until_flagged(
+                    WaitFor::PageLock { page: p },
+                    self.pages.lock_waiters(p),
+                    || {
+                        st = self.pages.try_lock(p);
+                        st.is_some()
+                    },
+                )
                 .unwrap_or_else(|e| Self::net_err(e));
         }
         rules::locked(p, true);
@@ -247,9 +298,10 @@ impl Node {
         g
     }
 
-    /// Locks page `p` for a message handler, if it is free.
+    /// Locks page `p` for a message handler, if it is free; if not, marks it wanted, so
+    /// that its release retries the message the handler defers.
     fn try_lock_page(&self, p: u32) -> Option<PageGuard<'_>> {
-        let st = self.pages.try_lock(p)?;
+        let st = self.pages.try_lock_or_want(p)?;
         rules::locked(p, false);
         let mut g = PageGuard {
             node: self,
@@ -500,7 +552,11 @@ impl Node {
     /// first recalled from it (see `service.rs`, "Exclusive mode away from the home"): the
     /// processor releases the home page's lock before it asks (it never waits on the
     /// network holding it), and applies the holder's page under the lock again; if another
-    /// node's recall of the page is under way, it waits for that flush instead.
+    /// node's recall of the page is under way, it waits for that flush instead, as a
+    /// waiter for the page's state (module doc, "Wake-ups on a page's release"). Its look
+    /// takes the lock only if it is free and releases it unchanged; a busy lock ends the
+    /// wait, and the processor waits for the lock in [`Node::lock_page`] instead, which
+    /// every release wakes.
     fn lock_for_fault(&self, p: u32) -> PageGuard<'_> {
         loop {
             let mut st = self.lock_page(p);
@@ -508,10 +564,11 @@ impl Node {
                 return st;
             }
             if st.recalling {
-                drop(st);
+                st.release_unchanged();
                 self.seam()
-                    .until_flagged(WaitFor::PageLock { page: p }, &self.page_waiters, || {
-                        self.pages.try_lock(p).is_some_and(|s| s.excl_at == NO_HOME)
+                    .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
+                        self.look_at_page(p, |s| s.excl_at == NO_HOME)
+                            .unwrap_or(true)
                     })
                     .unwrap_or_else(|e| Self::net_err(e));
                 continue;
@@ -535,6 +592,20 @@ impl Node {
             st.check(self.id);
             return st;
         }
+    }
+
+    /// What `f` says of page `p`'s state, if its lock is free (`None` if it is busy); the
+    /// lock is released unchanged. The caller is a processor holding no page lock.
+    fn look_at_page<T>(&self, p: u32, f: impl FnOnce(&PageState) -> T) -> Option<T> {
+        let st = self.pages.try_lock(p)?;
+        rules::locked(p, true);
+        let g = PageGuard {
+            node: self,
+            page: p,
+            st: Some(st),
+            unchanged: true,
+        };
+        Some(f(&g))
     }
 
     /// Asks `holder` to leave exclusive mode for `p` and returns its page (empty if it

@@ -10,9 +10,11 @@
 //!   missed one);
 //! * a migration to this node is in flight, or the page lock is busy: the message is
 //!   *deferred*, kept in arrival order with every later message for the same page, and
-//!   retried at the next poll (the lock holder is a processor of this node that does not
-//!   wait on the network for this page while this node is its home, or one that is
-//!   waiting for the migration's answer);
+//!   retried at the next poll and when the lock is released (the lock holder is a
+//!   processor of this node that does not wait on the network for this page while this
+//!   node is its home, or one that is waiting for the migration's answer, whose release
+//!   changes the page; a handler that finds the lock busy marks it wanted, so that its
+//!   release retries the message even if it changed nothing);
 //! * this node is the home: the handler takes the lock, checks the home again under it,
 //!   and acts on the master copy.
 //!
@@ -51,9 +53,10 @@
 //!
 //! While the page is held and being recalled, every fetch (X's own included) and every
 //! diff for it waits at the home (deferred, releasing the page lock unchanged so that the
-//! retry waits for the next real change, [`PageGuard::release_unchanged`]) until the flush
-//! lands: X's writes after the
-//! recall start from a copy equal to the flushed page and reach the master after it.
+//! retry waits for the next change of a page, [`PageGuard::defer`]; the module doc of
+//! `engine`, "Wake-ups on a page's release", says why that cannot loop) until the flush
+//! lands: X's writes after the recall start from a copy equal to the flushed page and
+//! reach the master after it.
 //! While a recall is pending no grant is made, so `excl_at` only clears until the
 //! recaller reports: the flush applied is always the current holder's, and at most once
 //! (X's data comes only from an exclusive copy, and `excl_at` clears when it lands). A
@@ -89,7 +92,11 @@ struct Deferred {
 pub(crate) struct Service {
     /// Held by the one thread serving messages at a time (the rings have one consumer).
     deferred: Mutex<VecDeque<Deferred>>,
+    /// How many messages are deferred, as the serving thread last counted them (at the end
+    /// of a pass), plus the deferrals on a page's state it has made since
+    /// ([`Service::deferring`]). Written only by the thread that holds `deferred`.
     waiting: AtomicUsize,
+    /// Bumped by every page release that asks for a retry of the deferred messages.
     unlocks: AtomicUsize,
     /// The page of the fetch being served and how many other fetches of it arrived in the
     /// same pass over the rings or wait deferred.
@@ -97,18 +104,28 @@ pub(crate) struct Service {
 }
 
 impl Service {
-    /// A page lock was released: if messages wait for a page, wake the node's service.
-    pub fn page_unlocked(&self, seam: &crate::wait::Seam<'_>) {
-        if self.waiting.load(Ordering::Acquire) > 0 {
-            self.unlocks.fetch_add(1, Ordering::AcqRel);
+    /// A page lock was released: retry the deferred messages (wake the node's service) if
+    /// a handler found this lock busy (`wanted`), or if the release may have changed the
+    /// page (`changed`) and messages are deferred (module doc of `engine`, "Wake-ups on a
+    /// page's release").
+    pub fn page_released(&self, seam: &crate::wait::Seam<'_>, wanted: bool, changed: bool) {
+        if wanted || (changed && self.waiting.load(Ordering::SeqCst) > 0) {
+            self.unlocks.fetch_add(1, Ordering::SeqCst);
             seam.wake();
         }
     }
 
-    /// How many page unlocks have happened while messages were deferred (the service
-    /// loop's wait ends when this moves).
+    /// A handler is about to defer its message on a page's state and release the page:
+    /// counted before the release, so that the next change of a page retries it even if it
+    /// comes before the message is queued. Called by the serving thread only.
+    pub fn deferring(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many page releases have asked for a retry (the service loop's wait ends when
+    /// this moves).
     pub fn unlocks(&self) -> usize {
-        self.unlocks.load(Ordering::Acquire)
+        self.unlocks.load(Ordering::SeqCst)
     }
 
     /// Fetches of `p` waiting right now (for adaptive broadcast's "several requests at
@@ -157,11 +174,27 @@ fn order_key(m: &Msg<'_>) -> Option<u64> {
 impl Node {
     /// Handles deferred messages whose page is free again, then every message that has
     /// arrived. Returns how many messages were handled. Only one thread serves at a time;
-    /// the others return at once.
+    /// the others return at once. A release that asks for a retry while a thread serves
+    /// (its wake-up may find the queue held and go back to sleep) makes that thread pass
+    /// again once it has let the queue go.
     pub(crate) fn serve_once(&self) -> usize {
-        let Ok(mut queue) = self.service.deferred.try_lock() else {
-            return 0;
-        };
+        let mut handled = 0;
+        loop {
+            let Ok(mut queue) = self.service.deferred.try_lock() else {
+                return handled;
+            };
+            let unlocks = self.service.unlocks();
+            handled += self.serve_pass(&mut queue);
+            self.service.waiting.store(queue.len(), Ordering::SeqCst);
+            drop(queue);
+            if self.service.unlocks() == unlocks {
+                return handled;
+            }
+        }
+    }
+
+    /// One pass of [`Node::serve_once`] by the thread that holds the queue.
+    fn serve_pass(&self, queue: &mut VecDeque<Deferred>) -> usize {
         let mut handled = 0;
         let mut fetched: Vec<u32> = Vec::new();
         if !queue.is_empty() {
@@ -221,7 +254,6 @@ impl Node {
                 });
             }
         });
-        self.service.waiting.store(queue.len(), Ordering::Release);
         handled
     }
 
@@ -270,7 +302,7 @@ impl Node {
                     if st.excl_at != NO_HOME {
                         if st.recalling {
                             // The recall's flush has not landed: wait for it.
-                            st.release_unchanged();
+                            st.defer();
                             return Outcome::Defer;
                         }
                         assert_ne!(
@@ -303,7 +335,7 @@ impl Node {
                             "node {}: a diff of page {} from node {from} while node {} holds it exclusively",
                             self.id, page.0, st.excl_at
                         );
-                        st.release_unchanged();
+                        st.defer();
                         return Outcome::Defer;
                     }
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
