@@ -158,7 +158,10 @@ pub(crate) const PENDING: u32 = 1 << 16;
 /// the lock free (or held by a later holder, whose own release then sees the mark); if the
 /// handler's comes first, the releaser sees the mark and retries the deferred message. It
 /// is the wait seam's sleeper/waker argument (`crate::wait`), with the second try as the
-/// sleeper's last check.
+/// sleeper's last check. A handler that finds a migration to this node in flight (the
+/// hint's `PENDING` bit, whose processor holds the lock until the answer and clears the
+/// bit before it releases) marks the lock wanted the same way and looks at the hint again
+/// as its last check ([`PageTable::want`]).
 pub(crate) struct PageTable {
     states: Box<[Mutex<PageState>]>,
     hints: Box<[AtomicU32]>,
@@ -217,9 +220,17 @@ impl PageTable {
         if let Some(g) = self.try_lock(p) {
             return Some(g);
         }
+        self.want(p);
+        self.try_lock(p)
+    }
+
+    /// Marks `p`'s lock wanted: its next release retries the node's deferred messages.
+    /// The caller looks again after this (its second try, or its second look at the hint
+    /// of a migration in flight, whose processor holds the lock until the answer); see
+    /// the type doc, "Memory ordering".
+    pub fn want(&self, p: u32) {
         self.wanted[p as usize].store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        self.try_lock(p)
     }
 
     /// Called by every releaser of `p`'s lock once it has unlocked it: whether a handler

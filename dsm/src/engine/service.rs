@@ -13,8 +13,9 @@
 //!   retried at the next poll and when the lock is released (the lock holder is a
 //!   processor of this node that does not wait on the network for this page while this
 //!   node is its home, or one that is waiting for the migration's answer, whose release
-//!   changes the page; a handler that finds the lock busy marks it wanted, so that its
-//!   release retries the message even if it changed nothing);
+//!   changes the page; a handler that finds the lock busy, or the migration in flight,
+//!   marks the lock wanted, so that its release retries the message even if it changed
+//!   nothing, or came before the message was queued);
 //! * this node is the home: the handler takes the lock, checks the home again under it,
 //!   and acts on the master copy.
 //!
@@ -462,7 +463,18 @@ impl Node {
         elsewhere: impl FnOnce(NodeId),
     ) -> Option<Option<PageGuard<'_>>> {
         match self.pages.hint(p, self.id) {
-            Hint::Pending => None,
+            Hint::Pending => {
+                // The processor migrating the page here holds its lock until the answer,
+                // and its release clears the mark (`set_home` or `set_pending`): marked
+                // wanted, that release retries the message; the look after the mark sees
+                // a migration that ended before it.
+                self.pages.want(p);
+                if matches!(self.pages.hint(p, self.id), Hint::Pending) {
+                    None
+                } else {
+                    self.lock_as_home(p, elsewhere)
+                }
+            }
             Hint::Elsewhere(h) => {
                 elsewhere(NodeId::from_usize(h));
                 Some(None)
