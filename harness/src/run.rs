@@ -406,11 +406,7 @@ pub fn run_app(
         // The sequential run's timed region, the part the parallel run's region
         // (`Report::elapsed_ns`) matches.
         let s = crate::scale::run_sequential(app, params, &config.platform, modeled)?;
-        let seq_s = if modeled {
-            s.cpu_s * config.cpu_scale
-        } else {
-            s.wall_s
-        };
+        let seq_s = s.time_s(modeled, config.cpu_scale);
         (s.result, seq_s)
     };
     let _p = (!quiet && !node).then(|| {

@@ -136,6 +136,18 @@ pub struct Sequential {
     pub cpu_s: f64,
 }
 
+impl Sequential {
+    /// The sequential time in a run's clock: under the modeled clock (`modeled`) the CPU
+    /// time times the app's scale factor, else the wall time.
+    pub fn time_s(&self, modeled: bool, scale: f64) -> f64 {
+        if modeled {
+            self.cpu_s * scale
+        } else {
+            self.wall_s
+        }
+    }
+}
+
 /// Runs `app`'s sequential version on `params`, as `cashmere run` and `cashmere table`
 /// take it. Under the modeled clock (`modeled`) it computes as the platform does
 /// (`Platform::flush_denormals`, as the parallel run's processors do), and its CPU time

@@ -528,7 +528,6 @@ fn serve_node(plan: &Plan, node_plan: Option<&str>) -> anyhow::Result<()> {
     bail!("this node process's run is not in its --node-plan")
 }
 
-
 /// Runs the cells, keeping finished ones, and shows progress.
 struct Runner<'a> {
     plan: &'a Plan,
@@ -749,11 +748,7 @@ fn measure(
     report: &dsm::Report<()>,
     scale_factor: f64,
 ) -> Measurements {
-    let seq_s = if report.clock == ClockMode::Modeled.to_string() {
-        seq.cpu_s * scale_factor
-    } else {
-        seq.wall_s
-    };
+    let seq_s = seq.time_s(report.clock == ClockMode::Modeled.to_string(), scale_factor);
     let par_s = report.elapsed_ns as f64 / 1e9;
     let breakdown = report.procs.iter().fold(Breakdown::default(), |mut t, p| {
         t.user_ns += p.breakdown.user_ns;

@@ -287,28 +287,32 @@ impl Node {
                 )
                 .unwrap_or_else(|e| Self::net_err(e));
         }
-        rules::locked(p, true);
-        let mut g = PageGuard {
-            node: self,
-            page: p,
-            st,
-            unchanged: false,
-        };
+        let mut g = self.guard(p, st.expect("the wait ends with the lock taken"), true);
         self.refresh_home(p, &mut g);
         g
+    }
+
+    /// The guard of page `p`'s lock, just taken (`st`) by a processor or (`by_processor`
+    /// false) a message handler.
+    fn guard<'a>(
+        &'a self,
+        p: u32,
+        st: MutexGuard<'a, PageState>,
+        by_processor: bool,
+    ) -> PageGuard<'a> {
+        rules::locked(p, by_processor);
+        PageGuard {
+            node: self,
+            page: p,
+            st: Some(st),
+            unchanged: false,
+        }
     }
 
     /// Locks page `p` for a message handler, if it is free; if not, marks it wanted, so
     /// that its release retries the message the handler defers.
     fn try_lock_page(&self, p: u32) -> Option<PageGuard<'_>> {
-        let st = self.pages.try_lock_or_want(p)?;
-        rules::locked(p, false);
-        let mut g = PageGuard {
-            node: self,
-            page: p,
-            st: Some(st),
-            unchanged: false,
-        };
+        let mut g = self.guard(p, self.pages.try_lock_or_want(p)?, false);
         self.refresh_home(p, &mut g);
         Some(g)
     }
@@ -597,15 +601,10 @@ impl Node {
     /// What `f` says of page `p`'s state, if its lock is free (`None` if it is busy); the
     /// lock is released unchanged. The caller is a processor holding no page lock.
     fn look_at_page<T>(&self, p: u32, f: impl FnOnce(&PageState) -> T) -> Option<T> {
-        let st = self.pages.try_lock(p)?;
-        rules::locked(p, true);
-        let g = PageGuard {
-            node: self,
-            page: p,
-            st: Some(st),
-            unchanged: true,
-        };
-        Some(f(&g))
+        let g = self.guard(p, self.pages.try_lock(p)?, true);
+        let seen = f(&g);
+        g.release_unchanged();
+        Some(seen)
     }
 
     /// Asks `holder` to leave exclusive mode for `p` and returns its page (empty if it

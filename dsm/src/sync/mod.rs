@@ -176,9 +176,10 @@ impl SyncState {
     /// The end of a run, a protocol step of its own: a barrier whose release puts every
     /// write at its home (except a page a node still holds in exclusive mode away from
     /// its home, whose master copy stays stale: nothing reads the homes after the run) and
-    /// whose completion means every node has done so, but with no acquire after it. Nothing is read after it, and an acquire could send messages
-    /// (drops under the home-held directory) to nodes whose service has already stopped.
-    /// After it, no node sends anything.
+    /// whose completion means every node has done so, but with no acquire after it.
+    /// Nothing is read after it, and an acquire could send messages (drops under the
+    /// home-held directory) to nodes whose service has already stopped. After it, no node
+    /// sends anything.
     pub fn final_barrier<H: SyncHost + ?Sized>(&self, host: &H, b: usize) {
         self.barrier_then(host, b, false);
     }
