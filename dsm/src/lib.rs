@@ -20,6 +20,8 @@ pub mod platform;
 pub mod stats;
 pub mod sync;
 pub mod sys;
+#[doc(hidden)]
+pub mod testing;
 mod wait;
 mod wire;
 

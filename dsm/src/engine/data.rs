@@ -17,6 +17,7 @@ use super::{Node, PageGuard};
 use crate::config::{DataStrategy, MetadataStrategy};
 use crate::diff;
 use crate::ids::PageId;
+use crate::page::{PageState, NO_HOME};
 use crate::stats::{Clock, NodeCounters};
 use crate::wire::{kind, DiffWriter, Reply};
 use std::sync::atomic::Ordering;
@@ -33,6 +34,28 @@ impl Node {
                 self.net.detach_rx(&data, at, len);
             }
         }
+    }
+
+    /// Remote-write data: asserts the rule of reception (module doc of `engine`, "Rules"):
+    /// this node receives remote writes into its copy of page `p` exactly while it is the
+    /// page's home. Before the page's home is known here (`st.home` unset) a claim may be
+    /// in flight, and the node may already receive: it has learnt that it won.
+    pub(super) fn check_reception(&self, p: u32, st: &PageState) {
+        let Some(data) = self.regions.data else {
+            return;
+        };
+        if st.home == NO_HOME {
+            return;
+        }
+        let receiving = self.net.receives(&data, p as u64 * self.page_bytes as u64);
+        assert_eq!(
+            receiving,
+            st.at_home(self.id),
+            "node {}: page {p} {} remote writes to its master copy while its home is node {}: {st:?}",
+            self.id,
+            if receiving { "receives" } else { "does not receive" },
+            st.home
+        );
     }
 
     /// Sends the diff of page `p` against `twin` to its home; returns the page's sharers

@@ -40,6 +40,13 @@
 //!   drop it, and the home never defers that flush behind the recall.
 //! * The home of a page changes only under the page lock of the home that gives it away
 //!   (which must not be writing it) and of the node that takes it (which asked for it).
+//! * Reception (remote-write data): a node receives remote writes into its copy of a page
+//!   exactly while it is the page's home, and a first-touch claimant starts receiving only
+//!   once it learns that it won (`Node::learn_first_home`), never while its claim is in
+//!   flight. A node receiving a page it is not home of would take other nodes' diffs into
+//!   its working copy; its own next diff, against a twin taken before they landed, would
+//!   then carry their words as its own and overwrite later writes at the home (a lost
+//!   update). Asserted at every release of a page lock (`Node::check_reception`).
 //!
 //! # Wake-ups on a page's release
 //!
@@ -208,6 +215,11 @@ impl std::ops::DerefMut for PageGuard<'_> {
 
 impl Drop for PageGuard<'_> {
     fn drop(&mut self) {
+        if let Some(st) = self.st.as_ref() {
+            if !std::thread::panicking() {
+                self.node.check_reception(self.page, st);
+            }
+        }
         drop(self.st.take());
         rules::unlocked(self.page);
         let seam = self.node.net.seam();
@@ -327,6 +339,10 @@ impl Node {
         };
         if let Some(h) = known {
             if st.home as usize != h && (h != self.id || st.home == NO_HOME) {
+                if st.home == NO_HOME {
+                    // First touch, won by this node (or another) meanwhile.
+                    self.learn_first_home(p, h);
+                }
                 self.pages.set_home(p, st, h);
             }
         }
@@ -434,15 +450,19 @@ impl Node {
     /// the page's manager) if nobody has it yet. Called without the page lock: a claimant
     /// that held the lock while it waited for the manager could be asked for the page it is
     /// becoming home of, by a processor that already sees the new home.
+    ///
+    /// A claim in flight receives nothing (module doc, "Rules": reception): this node
+    /// starts receiving the page's master copy only once it learns that it won, from the
+    /// manager's answer, the replicated home word, or a request that names it home
+    /// (`service.rs`, `lock_as_home`), whichever comes first.
     fn learn_home(&self, p: u32) -> usize {
         if let Some(h) = self.dir.home_word(&self.net, p) {
-            return self.pages.learn_first_home(p, h);
+            return self.learn_first_home(p, h);
         }
         if let Some(h) = self.pages.known_home(p) {
             return h;
         }
-        // Remote-write data: receive the page before claiming it, so no diff can miss us.
-        self.data_attach(p, true);
+        crate::testing::claiming(self.id, p);
         let home = if self.manager_of(p) == self.id {
             self.dir.assign_home(&self.net, p, self.id)
         } else {
@@ -456,8 +476,19 @@ impl Node {
                 r => panic!("node {}: unexpected reply to a home query: {r:?}", self.id),
             }
         };
-        if home != self.id {
-            self.data_attach(p, false);
+        self.learn_first_home(p, home)
+    }
+
+    /// First touch: records `home`, learned from an authority (the page's manager, the
+    /// replicated home word, a request naming this node home), as `p`'s home in the hint
+    /// unless the hint holds one already; returns the home the hint holds afterwards. If
+    /// this node is the home, it attaches its receive mapping of the master copy first,
+    /// before anything here can name it home: no other node can remote-write a diff of the
+    /// page before this node has served it a fetch, and a fetch is served only once the
+    /// hint or the page's state names this node.
+    fn learn_first_home(&self, p: u32, home: usize) -> usize {
+        if home == self.id {
+            self.data_attach(p, true);
         }
         self.pages.learn_first_home(p, home)
     }

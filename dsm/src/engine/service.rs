@@ -484,7 +484,7 @@ impl Node {
                 if st.home == NO_HOME {
                     // The manager may have told the requester that we are home before its
                     // reply to our own claim reached us: the request itself proves it.
-                    let h = self.pages.learn_first_home(p, self.id);
+                    let h = self.learn_first_home(p, self.id);
                     assert_eq!(
                         h, self.id,
                         "page {p} asked of node {} but its home is node {h}",

@@ -394,6 +394,10 @@ impl Fabric {
         }
     }
 
+    fn receives(&self, offset: u64, node: usize) -> bool {
+        self.mask(offset / MC_PAGE_BYTES).load(Ordering::Acquire) & (1u64 << node) != 0
+    }
+
     fn detach_receiver(&self, offset: u64, len: u64, node: usize) {
         let first = offset / MC_PAGE_BYTES;
         let last = (offset + len).div_ceil(MC_PAGE_BYTES);
@@ -774,6 +778,12 @@ impl Net {
         assert!(at + len <= region.len, "receive range outside the region");
         self.fabric
             .detach_receiver(region.offset + at, len, self.node);
+    }
+
+    /// Whether this node receives remote writes to byte `at` of `region` (for assertions).
+    pub fn receives(&self, region: &Region, at: u64) -> bool {
+        assert!(at < region.len, "receive offset outside the region");
+        self.fabric.receives(region.offset + at, self.node)
     }
 
     /// A transmit handle on `region`.
