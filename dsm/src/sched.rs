@@ -34,7 +34,10 @@
 //!   one *server* of the receiving node: a processor of that node that is waiting (since
 //!   no later than the arrival), which handles it in its Message or Wait time, else the
 //!   node's service activity, whose handler time is then stolen from a processor of the
-//!   node ([`steal`]) and counted as that processor's Message time.
+//!   node ([`steal`]: the one with the smallest clock, as polling would find it) and
+//!   counted once, as that processor's Message time (`stats::Clock` takes it inside the
+//!   runtime, where the processor was parked, so every processor's breakdown adds up to
+//!   its elapsed time).
 //!
 //! # One host CPU
 //!
@@ -521,9 +524,9 @@ pub(crate) fn charge_cost(f: impl FnOnce(&HostCosts, &Profile) -> f64) {
 }
 
 /// Adds the CPU time the calling processor spent since it last left the runtime, scaled,
-/// to its clock (User time), and returns the handler time stolen from it meanwhile.
-pub(crate) fn user_burst() -> u64 {
-    with_current(|s, id| {
+/// to its clock (User time).
+pub(crate) fn user_burst() {
+    with_current(|s, _| {
         let cpu = crate::sys::thread_cpu_ns();
         let mut spent = cpu.saturating_sub(CPU_MARK.with(|m| m.get()));
         if crate::sys::take_fault_delivered() {
@@ -533,10 +536,15 @@ pub(crate) fn user_burst() -> u64 {
         }
         CPU_MARK.with(|m| m.set(cpu));
         charge((spent as f64 * s.cpu_scale).round() as u64);
-        let mut st = s.lock();
-        std::mem::take(&mut st.acts[id].stolen)
-    })
-    .unwrap_or(0)
+    });
+}
+
+/// The handler time stolen from the calling processor ([`steal`]) since it last took it.
+/// A processor is stolen from only while it is parked in the scheduler, so inside the
+/// runtime (a runtime entry's yield, or a wait): `stats::Clock` takes it there and counts
+/// it once, as Message time.
+pub(crate) fn take_stolen() -> u64 {
+    with_current(|s, id| std::mem::take(&mut s.lock().acts[id].stolen)).unwrap_or(0)
 }
 
 /// Marks the point where the calling processor leaves the runtime: its computation is
@@ -613,19 +621,27 @@ fn wake_local(node: usize, wake: Wake) -> bool {
     .unwrap_or(false)
 }
 
-/// Takes `ns` of handler time from a processor of `node` that is not waiting (the
-/// service handled messages while the processors computed): it is added to that
-/// processor's clock and counted as its Message time.
+/// Takes `ns` of handler time from a processor of `node` (the service handled messages
+/// while the processors computed): it is added to that processor's clock and counted as
+/// its Message time. Cashmere's processors all poll, so the handling goes where polling
+/// would have found the message first: to the processor with the smallest clock among
+/// those not waiting, else among those waiting, ties to the lowest id.
 pub(crate) fn steal(node: usize, ns: u64) {
     if ns == 0 {
         return;
     }
     with_current(|s, _| {
         let mut st = s.lock();
-        let target = s
-            .processors_of(node)
-            .find(|&i| !matches!(st.acts[i].run, Run::Blocked { .. } | Run::Done))
-            .or_else(|| s.processors_of(node).find(|&i| st.acts[i].run != Run::Done));
+        let earliest = |waiting: bool| {
+            s.processors_of(node)
+                .filter(|&i| match st.acts[i].run {
+                    Run::Done => false,
+                    Run::Blocked { .. } => waiting,
+                    _ => !waiting,
+                })
+                .min_by_key(|&i| (st.acts[i].clock, i))
+        };
+        let target = earliest(false).or_else(|| earliest(true));
         if let Some(i) = target {
             st.acts[i].clock += ns;
             st.acts[i].stolen += ns;

@@ -181,6 +181,8 @@ pub struct Clock;
 
 impl Clock {
     pub fn start() {
+        // Handler time stolen before the processor's clock starts is outside its run.
+        crate::sched::take_stolen();
         let now = now();
         CLOCK.with(|c| {
             c.set(Some(ClockState {
@@ -198,12 +200,16 @@ impl Clock {
     /// Stops the clock and returns the breakdown of the whole run, and of the timed
     /// region if the program marked both of its ends.
     pub fn stop() -> (Breakdown, Option<Timed>) {
-        let stolen = crate::sched::user_burst();
+        crate::sched::user_burst();
+        assert_eq!(
+            crate::sched::take_stolen(),
+            0,
+            "handler time stolen from a processor outside the runtime"
+        );
         let now = now();
         CLOCK.with(|c| match c.take() {
             Some(mut s) => {
-                s.b.user_ns += now.saturating_sub(s.left_at).saturating_sub(stolen);
-                s.b.message_ns += stolen;
+                s.b.user_ns += now - s.left_at;
                 let timed = match (s.begin, s.end) {
                     (Some((begin_ns, b0)), Some((end_ns, b1))) => Some(Timed {
                         begin_ns,
@@ -267,15 +273,25 @@ impl Clock {
     /// last left the runtime to its clock, and lets any processor whose clock is now
     /// smaller run first (`crate::sched`). Handler time the node's service took from this
     /// processor meanwhile counts as Message time.
+    ///
+    /// # Time adds up
+    ///
+    /// Every nanosecond of a processor's clock between [`Clock::start`] and
+    /// [`Clock::stop`] is counted in exactly one category: outside the runtime as User;
+    /// inside an entry as Wait or Message where a section says so ([`Clock::wait`],
+    /// [`Clock::message`]), as Message where it is handler time stolen from it while it
+    /// was parked (`crate::sched::steal`, taken at each section's ends), and as Protocol
+    /// for the rest of the entry. So a processor's breakdown sums to its elapsed time.
     pub fn enter() -> Entry {
         let outer = CLOCK.with(|c| c.get().is_some_and(|s| s.depth == 0));
-        let stolen = if outer { crate::sched::user_burst() } else { 0 };
+        if outer {
+            crate::sched::user_burst();
+        }
         let now = now();
         CLOCK.with(|c| {
             if let Some(mut s) = c.get() {
                 if s.depth == 0 {
-                    s.b.user_ns += now.saturating_sub(s.left_at).saturating_sub(stolen);
-                    s.b.message_ns += stolen;
+                    s.b.user_ns += now - s.left_at;
                     s.entered_at = now;
                     s.excluded = 0;
                 }
@@ -285,16 +301,41 @@ impl Clock {
         });
         if outer {
             crate::sched::yield_now();
+            Self::take_stolen();
         }
         Entry { _private: () }
     }
 
+    /// Counts the handler time stolen from this processor since it was last taken as
+    /// Message time of the current runtime entry.
+    fn take_stolen() -> u64 {
+        let stolen = crate::sched::take_stolen();
+        if stolen > 0 {
+            CLOCK.with(|c| {
+                if let Some(mut s) = c.get() {
+                    s.b.message_ns += stolen;
+                    s.excluded += stolen;
+                    c.set(Some(s));
+                }
+            });
+        }
+        stolen
+    }
+
+    /// Charges the section that began at `start` (handler time stolen before it already
+    /// taken): what `f` names, less the handler time stolen during it, which is Message.
     fn charge(f: impl FnOnce(&mut Breakdown, u64), start: u64) {
+        let stolen = crate::sched::take_stolen();
         let now = now();
-        let d = now.saturating_sub(start);
+        let d = now - start;
+        assert!(
+            stolen <= d,
+            "{stolen} ns of handler time stolen in a section of {d} ns"
+        );
         CLOCK.with(|c| {
             if let Some(mut s) = c.get() {
-                f(&mut s.b, d);
+                f(&mut s.b, d - stolen);
+                s.b.message_ns += stolen;
                 s.excluded += d;
                 c.set(Some(s));
             }
@@ -303,6 +344,7 @@ impl Clock {
 
     /// Runs `f`, charging its time to Message (blocked on the network).
     pub fn message<T>(f: impl FnOnce() -> T) -> T {
+        Self::take_stolen();
         let start = now();
         let r = f();
         Self::charge(|b, d| b.message_ns += d, start);
@@ -311,6 +353,7 @@ impl Clock {
 
     /// Runs `f`, charging its time to Wait (blocked on another processor).
     pub fn wait<T>(f: impl FnOnce() -> T) -> T {
+        Self::take_stolen();
         let start = now();
         let r = f();
         Self::charge(|b, d| b.wait_ns += d, start);
@@ -331,8 +374,16 @@ impl Drop for Entry {
             if let Some(mut s) = c.get() {
                 s.depth -= 1;
                 if s.depth == 0 {
-                    let inside = now.saturating_sub(s.entered_at);
-                    s.b.protocol_ns += inside.saturating_sub(s.excluded);
+                    let stolen = crate::sched::take_stolen();
+                    s.b.message_ns += stolen;
+                    s.excluded += stolen;
+                    let inside = now - s.entered_at;
+                    assert!(
+                        s.excluded <= inside,
+                        "{} ns of a runtime entry of {inside} ns charged to Wait and Message",
+                        s.excluded
+                    );
+                    s.b.protocol_ns += inside - s.excluded;
                     s.left_at = now;
                     crate::sched::left_runtime();
                 }

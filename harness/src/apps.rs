@@ -77,4 +77,46 @@ mod tests {
             );
         }
     }
+
+    /// Every processor's breakdown adds up to its elapsed time: in the timed region, User,
+    /// Protocol, Wait and Message sum to the region's length exactly, and over the whole
+    /// run to no more than the run. Under the modeled clock on 4 x 2 with messages for
+    /// everything (CSM-None), so that each node's service handles messages while its
+    /// processors compute and its handler time is stolen from them (`dsm::sched::steal`).
+    #[test]
+    fn every_processors_breakdown_sums_to_its_elapsed_time() {
+        for app in all() {
+            let params = Params::resolve(app.name(), app.params(), Size::Test, &[]).unwrap();
+            let mut config =
+                app_common::test_config(protocol_variants::CSM_NONE, 4, 2, dsm::ExecMode::Threads);
+            config.clock = dsm::ClockMode::Modeled;
+            config.cpu_scale = 20.0;
+            let (_, report) = app
+                .parallel(&params, &config)
+                .unwrap_or_else(|e| panic!("{}: {e}", app.name()));
+            for p in &report.procs {
+                let t = p.timed.unwrap_or_else(|| {
+                    panic!("{}: processor {} marked no timed region", app.name(), p.id)
+                });
+                assert_eq!(
+                    t.breakdown.total_ns(),
+                    t.end_ns - t.begin_ns,
+                    "{}: processor {}'s region breakdown {:?} against its region of {} ns",
+                    app.name(),
+                    p.id,
+                    t.breakdown,
+                    t.end_ns - t.begin_ns
+                );
+                assert!(
+                    p.run_breakdown.total_ns() <= report.run_ns,
+                    "{}: processor {}'s run breakdown {:?} sums to {} ns, more than the run's {} ns",
+                    app.name(),
+                    p.id,
+                    p.run_breakdown,
+                    p.run_breakdown.total_ns(),
+                    report.run_ns
+                );
+            }
+        }
+    }
 }
