@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Protocol counters of one node (summed over nodes in a report).
+/// Protocol counters of one node (summed over nodes in a report). A report written before
+/// a counter existed reads it as 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counters {
     /// Pages fetched from their home.
     pub page_transfers: u64,
@@ -19,7 +21,11 @@ pub struct Counters {
     pub invalidations: u64,
     pub twins: u64,
     pub diffs: u64,
+    /// Bytes the diffs changed.
     pub diff_bytes: u64,
+    /// Runs of changed words in the diffs (each charged `diff_run_ns` under the modeled
+    /// clock).
+    pub diff_runs: u64,
     /// Write notices sent (one per page per destination node).
     pub write_notices: u64,
     /// Homes that moved to this node (section 2.3.5).
@@ -89,6 +95,7 @@ node_counters!(
     twins,
     diffs,
     diff_bytes,
+    diff_runs,
     write_notices,
     migrations,
     migration_attempts,

@@ -11,10 +11,13 @@
 //! | kind | message       | payload                                                     |
 //! |------|---------------|-------------------------------------------------------------|
 //! | 10   | `HomeQuery`   | page u32                                                    |
-//! | 11   | `Fetch`       | page u32, migrate u8                                        |
-//! | 12   | `Diff`        | page u32, n u32, n × (offset u32, len u32, len bytes)       |
+//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8                          |
+//! | 12   | `Diff`        | page u32, n u32, n word runs (`crate::diff`): offset u32,   |
+//! |      |               | words u32 (bit 31: masked), [words mask bytes], words × 8   |
 //! | 13   | `Drop`        | page u32                                                    |
 //! | 14   | `Notice`      | n u32, n × page u32                                         |
+//! | 15   | `Recall`      | page u32                                                    |
+//! | 16   | `Flush`       | page u32, holder u16, fetch u8, n u32, n bytes              |
 //! | 20   | `LockAcquire` | lock u32                                                    |
 //! | 21   | `LockRelease` | lock u32                                                    |
 //! | 22   | `Barrier`     | barrier u32, epoch u64                                      |
@@ -28,10 +31,13 @@
 //! |-----|-----------|---------------------------------------------------------------|
 //! | 0   | `Ack`     | nothing                                                       |
 //! | 1   | `Home`    | home u16                                                      |
-//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, n u32, n bytes     |
+//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, exclusive u8,      |
+//! |     |           | n u32, n bytes                                                |
 //! | 3   | `Refused` | sharers u64, home_writing u8                                  |
 //! | 4   | `DiffAck` | sharers u64, home_writing u8                                  |
 //! | 5   | `Moved`   | home u16                                                      |
+//! | 6   | `Holder`  | holder u16                                                    |
+//! | 7   | `Flushed` | n u32, n bytes                                                |
 //!
 //! Flag bytes are 0 or 1. Every variable-length part carries its count, so a record cut
 //! short anywhere is reported as truncated instead of read as a shorter valid record, and a
@@ -45,6 +51,7 @@
 // The engine switches to this codec later; until then only the tests use it.
 #![allow(dead_code)]
 
+use crate::diff;
 use crate::ids::{NodeId, PageId};
 use crate::net::{MAX_MESSAGE_BYTES, MAX_NODES};
 use std::fmt;
@@ -82,8 +89,8 @@ mod tag {
 
 /// Bytes a `Diff` message spends before its first run: the page and the run count.
 const DIFF_HEADER_BYTES: usize = 8;
-/// Bytes each diff run spends before its data: the offset and the length.
-const RUN_HEADER_BYTES: usize = 8;
+/// Bytes each diff run spends before its mask and data: the offset and the word count.
+const RUN_HEADER_BYTES: usize = crate::diff::RUN_HEADER_BYTES;
 /// Bytes a `Page` reply spends before the page data.
 const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 1 + 4;
 
@@ -128,6 +135,8 @@ pub(crate) enum DecodeError {
         len: u32,
         page_bytes: usize,
     },
+    #[error("diff run at offset {offset}, which is not a multiple of the 8-byte word")]
+    UnalignedRun { offset: u32 },
 }
 
 /// A request or one-way message. [`Msg::kind`] is the u16 the transport carries.
@@ -147,7 +156,7 @@ pub(crate) enum Msg<'a> {
         exclusive: bool,
     },
     /// A diff for the master copy, sent at a release (section 2.2) when data does not live
-    /// in network space (section 2.3.2): runs of changed bytes (see [`DiffRuns`]).
+    /// in network space (section 2.3.2): runs of changed words (see [`DiffRuns`]).
     Diff { page: PageId, runs: DiffRuns<'a> },
     /// One-way: the sender dropped its copy, so the home-held directory takes it out of the
     /// sharing set (the one explicit directory message of section 2.3.3).
@@ -223,8 +232,9 @@ pub(crate) enum Reply<'a> {
 }
 
 /// The runs of a diff, a borrowed view over their encoding: `n u32` then `n` runs of
-/// `(offset u32, len u32, len bytes)`. Offsets and lengths are 32-bit so pages of 64 KiB
-/// and more work. Built only by decoding (which checks the structure) or by
+/// changed words, each encoded as [`crate::diff`] says (`offset u32`, `words u32` with
+/// the mask bit, the masks if any, the words). Offsets and counts are 32-bit so pages of
+/// 64 KiB and more work. Built only by decoding (which checks the structure) or by
 /// [`DiffRuns::encode_from`], so iterating never fails.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DiffRuns<'a> {
@@ -254,22 +264,21 @@ pub(crate) fn kind_name(kind: u16) -> Option<&'static str> {
 }
 
 impl<'a> DiffRuns<'a> {
-    /// Encodes `runs` (offset, changed bytes) into `buf` (cleared first) and returns the
-    /// view over it. There is no byte budget here: use [`DiffWriter`] to split a diff over
-    /// messages.
+    /// Encodes `runs` into `buf` (cleared first) and returns the view over it. There is no
+    /// byte budget here: use [`DiffWriter`] to split a diff over messages.
     ///
     /// # Panics
     ///
-    /// If an offset or a run length does not fit in 32 bits.
+    /// If an offset or a word count does not fit its field.
     pub(crate) fn encode_from<'r>(
-        runs: impl IntoIterator<Item = (usize, &'r [u8])>,
+        runs: impl IntoIterator<Item = diff::Run<'r>>,
         buf: &'a mut Vec<u8>,
     ) -> DiffRuns<'a> {
         buf.clear();
         put_u32(buf, 0);
         let mut count = 0u32;
-        for (offset, bytes) in runs {
-            put_run(buf, offset, bytes);
+        for run in runs {
+            run.put(buf);
             count = count.checked_add(1).expect("more than u32::MAX diff runs");
         }
         buf[..4].copy_from_slice(&count.to_le_bytes());
@@ -283,8 +292,12 @@ impl<'a> DiffRuns<'a> {
         // error after at most payload/8 rounds.
         for _ in 0..count {
             r.u32()?;
-            let len = r.u32()?;
-            r.bytes(len as usize)?;
+            let words = r.u32()?;
+            let n = (words & !diff::MASKED) as usize;
+            if words & diff::MASKED != 0 {
+                r.bytes(n)?;
+            }
+            r.bytes(n * diff::WORD)?;
         }
         Ok(DiffRuns {
             count,
@@ -292,15 +305,13 @@ impl<'a> DiffRuns<'a> {
         })
     }
 
-    /// The runs as `(offset, changed bytes)`, in encoded order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &'a [u8])> + 'a {
+    /// The runs, in encoded order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = diff::Run<'a>> + 'a {
         let mut rest = self.bytes.get(4..).unwrap_or_default();
         std::iter::from_fn(move || {
-            let (offset, tail) = rest.split_first_chunk::<4>()?;
-            let (len, tail) = tail.split_first_chunk::<4>()?;
-            let (data, tail) = tail.split_at_checked(u32::from_le_bytes(*len) as usize)?;
+            let (run, tail) = diff::Run::take(rest)?;
             rest = tail;
-            Some((u32::from_le_bytes(*offset), data))
+            Some(run)
         })
     }
 
@@ -312,15 +323,19 @@ impl<'a> DiffRuns<'a> {
         self.count == 0
     }
 
-    /// Checks that every run lies within a page of `page_bytes`, which `decode` cannot know.
-    /// The home must call this before applying a received diff.
+    /// Checks that every run starts on a word and lies within a page of `page_bytes`,
+    /// which `decode` cannot know. The home must call this before applying a received diff.
     pub(crate) fn check(&self, page_bytes: usize) -> Result<(), DecodeError> {
-        for (offset, data) in self.iter() {
+        for run in self.iter() {
+            let offset = run.offset as u32;
+            if run.offset % diff::WORD != 0 {
+                return Err(DecodeError::UnalignedRun { offset });
+            }
             // In u64, so a run near u32::MAX cannot wrap around to a small end.
-            if u64::from(offset) + data.len() as u64 > page_bytes as u64 {
+            if run.offset as u64 + run.data.len() as u64 > page_bytes as u64 {
                 return Err(DecodeError::RunOutsidePage {
                     offset,
-                    len: data.len() as u32,
+                    len: run.data.len() as u32,
                     page_bytes,
                 });
             }
@@ -332,7 +347,10 @@ impl<'a> DiffRuns<'a> {
 impl fmt::Debug for DiffRuns<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
-            .entries(self.iter().map(|(offset, data)| (offset, data.len())))
+            .entries(
+                self.iter()
+                    .map(|r| (r.offset, r.words(), if r.mask.is_some() { "masked" } else { "whole" })),
+            )
             .finish()
     }
 }
@@ -619,19 +637,19 @@ impl<'a> Reply<'a> {
 /// Encodes one page's diff as a sequence of `Diff` payloads, each at most a byte budget
 /// ([`MAX_MESSAGE_BYTES`] unless told otherwise), so a release can send a diff of any size
 /// as explicit messages (sections 2.2 and 2.3.2). Runs are kept whole where they fit a
-/// message of their own; a run longer than that is cut into pieces, which is safe because
-/// each piece still holds only changed bytes (see [`crate::diff`]). Empty runs carry
-/// nothing and are dropped.
-pub(crate) struct DiffWriter<'r, I: Iterator<Item = (usize, &'r [u8])>> {
+/// message of their own; a run longer than that is cut between words, which is safe
+/// because each piece still changes only what the whole did (see [`crate::diff`]). Empty
+/// runs carry nothing and are dropped.
+pub(crate) struct DiffWriter<'r, I: Iterator<Item = diff::Run<'r>>> {
     page: PageId,
     runs: I,
     /// The run (or rest of a cut run) that goes into the next message.
-    pending: Option<(usize, &'r [u8])>,
+    pending: Option<diff::Run<'r>>,
     budget_bytes: usize,
     wrote_one: bool,
 }
 
-impl<'r, I: Iterator<Item = (usize, &'r [u8])>> DiffWriter<'r, I> {
+impl<'r, I: Iterator<Item = diff::Run<'r>>> DiffWriter<'r, I> {
     /// A writer of messages that fit [`MAX_MESSAGE_BYTES`].
     pub(crate) fn new(page: PageId, runs: I) -> Self {
         Self::with_budget(page, runs, MAX_MESSAGE_BYTES)
@@ -641,14 +659,13 @@ impl<'r, I: Iterator<Item = (usize, &'r [u8])>> DiffWriter<'r, I> {
     ///
     /// # Panics
     ///
-    /// If the budget exceeds [`MAX_MESSAGE_BYTES`], or leaves no room for a byte of data
+    /// If the budget exceeds [`MAX_MESSAGE_BYTES`], or leaves no room for a masked word
     /// after the headers (then no diff could make progress).
     pub(crate) fn with_budget(page: PageId, runs: I, budget_bytes: usize) -> Self {
+        let least = DIFF_HEADER_BYTES + RUN_HEADER_BYTES + diff::WORD + 1;
         assert!(
-            budget_bytes > DIFF_HEADER_BYTES + RUN_HEADER_BYTES
-                && budget_bytes <= MAX_MESSAGE_BYTES,
-            "diff budget of {budget_bytes} bytes outside {}..={MAX_MESSAGE_BYTES}",
-            DIFF_HEADER_BYTES + RUN_HEADER_BYTES + 1
+            budget_bytes >= least && budget_bytes <= MAX_MESSAGE_BYTES,
+            "diff budget of {budget_bytes} bytes outside {least}..={MAX_MESSAGE_BYTES}",
         );
         DiffWriter {
             page,
@@ -677,19 +694,21 @@ impl<'r, I: Iterator<Item = (usize, &'r [u8])>> DiffWriter<'r, I> {
         put_u32(out, self.page.0);
         put_u32(out, 0);
         let mut count = 0u32;
-        while let Some((offset, data)) = self.pending {
+        while let Some(run) = self.pending {
             let room = self.budget_bytes - out.len();
-            let fits_here = RUN_HEADER_BYTES + data.len() <= room;
-            let fits_alone = RUN_HEADER_BYTES + data.len() <= self.budget_bytes - DIFF_HEADER_BYTES;
+            let fits_here = run.encoded_bytes() <= room;
+            let fits_alone = run.encoded_bytes() <= self.budget_bytes - DIFF_HEADER_BYTES;
             // Keep a run whole if a fresh message can hold it; cut only runs that no
-            // message can hold, and only when this one has room for some of their data.
-            if !fits_here && ((fits_alone && count > 0) || room <= RUN_HEADER_BYTES) {
+            // message can hold, and only when this one has room for a word of theirs.
+            if !fits_here
+                && ((fits_alone && count > 0) || room < RUN_HEADER_BYTES + run.bytes_per_word())
+            {
                 break;
             }
-            let take = data.len().min(room - RUN_HEADER_BYTES);
-            put_run(out, offset, &data[..take]);
+            let (head, rest) = run.split_at((room - RUN_HEADER_BYTES) / run.bytes_per_word());
+            head.put(out);
             count += 1;
-            self.pending = Some((offset + take, &data[take..]));
+            self.pending = Some(rest);
             self.advance_if_idle();
         }
         out[4..8].copy_from_slice(&count.to_le_bytes());
@@ -698,7 +717,7 @@ impl<'r, I: Iterator<Item = (usize, &'r [u8])>> DiffWriter<'r, I> {
 
     /// Moves to the next non-empty run if the pending one is used up.
     fn advance_if_idle(&mut self) {
-        while self.pending.is_none_or(|(_, data)| data.is_empty()) {
+        while self.pending.is_none_or(|run| run.data.is_empty()) {
             self.pending = self.runs.next();
             if self.pending.is_none() {
                 return;
@@ -711,13 +730,6 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn put_run(out: &mut Vec<u8>, offset: usize, data: &[u8]) {
-    let offset = u32::try_from(offset).expect("diff run offset exceeds u32");
-    let len = u32::try_from(data.len()).expect("diff run length exceeds u32");
-    put_u32(out, offset);
-    put_u32(out, len);
-    out.extend_from_slice(data);
-}
 
 fn put_piggyback(out: &mut Vec<u8>, meta: Piggyback) {
     out.extend_from_slice(&meta.sharers.to_le_bytes());
@@ -820,6 +832,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// An owned diff run: offset, whole words, and a mask byte per word if masked.
+    type OwnedRun = (u32, Vec<u8>, Option<Vec<u8>>);
+
+    fn run_view(r: &OwnedRun) -> diff::Run<'_> {
+        diff::Run {
+            offset: r.0 as usize,
+            data: &r.1,
+            mask: r.2.as_deref(),
+        }
+    }
+
+    fn owned_run(r: diff::Run<'_>) -> OwnedRun {
+        (r.offset as u32, r.data.to_vec(), r.mask.map(<[u8]>::to_vec))
+    }
+
     const ALL_KINDS: [u16; 13] = [
         kind::HOME,
         kind::FETCH,
@@ -842,7 +869,7 @@ mod tests {
     enum OwnedMsg {
         HomeQuery(u32),
         Fetch(u32, bool, bool),
-        Diff(u32, Vec<(u32, Vec<u8>)>),
+        Diff(u32, Vec<OwnedRun>),
         Recall(u32),
         Flush(u32, u16, bool, Vec<u8>),
         Drop(u32),
@@ -874,10 +901,7 @@ mod tests {
                 },
                 OwnedMsg::Diff(p, runs) => Msg::Diff {
                     page: PageId(*p),
-                    runs: DiffRuns::encode_from(
-                        runs.iter().map(|(o, d)| (*o as usize, d.as_slice())),
-                        buf,
-                    ),
+                    runs: DiffRuns::encode_from(runs.iter().map(run_view), buf),
                 },
                 OwnedMsg::Drop(p) => Msg::Drop { page: PageId(*p) },
                 OwnedMsg::Notice(pages) => Msg::Notice {
@@ -898,7 +922,18 @@ mod tests {
 
     fn owned_msg() -> impl Strategy<Value = OwnedMsg> {
         let runs = prop::collection::vec(
-            (any::<u32>(), prop::collection::vec(any::<u8>(), 0..40)),
+            (
+                any::<u32>(),
+                prop::collection::vec(any::<u64>(), 0..5),
+                any::<bool>(),
+                any::<u8>(),
+            )
+                .prop_map(|(offset, words, masked, seed)| {
+                    let data = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                    let mask = masked
+                        .then(|| (0..words.len()).map(|i| seed.wrapping_add(i as u8)).collect());
+                    (offset, data, mask)
+                }),
             0..8,
         );
         prop_oneof![
@@ -994,32 +1029,35 @@ mod tests {
         out
     }
 
-    /// Runs laid out left to right from `(gap, len)` pairs, with data that differs between
-    /// runs, so a run moved or merged by mistake shows up.
-    fn lay_out(shape: &[(usize, usize)]) -> Vec<(usize, Vec<u8>)> {
+    /// Runs laid out left to right from `(gap, words, masked)` triples (in words), with
+    /// data and masks that differ between runs, so a run moved or merged by mistake shows.
+    fn lay_out(shape: &[(usize, usize, bool)]) -> Vec<OwnedRun> {
         let mut at = 0;
         shape
             .iter()
-            .map(|&(gap, len)| {
-                let offset = at + gap;
-                at = offset + len;
-                let data = (0..len).map(|i| (offset + i * 7) as u8).collect();
-                (offset, data)
+            .map(|&(gap, words, masked)| {
+                let offset = (at + gap) * diff::WORD;
+                at += gap + words;
+                let data = (0..words * diff::WORD).map(|i| (offset + i * 7) as u8).collect();
+                let mask =
+                    masked.then(|| (0..words).map(|i| (offset / 8 + i) as u8 | 1).collect());
+                (offset as u32, data, mask)
             })
             .collect()
     }
 
     /// Every byte a list of runs writes, as (page offset, value), in order.
-    fn bytes_written<'d>(runs: impl Iterator<Item = (usize, &'d [u8])>) -> Vec<(usize, u8)> {
-        runs.flat_map(|(o, d)| d.iter().enumerate().map(move |(i, &b)| (o + i, b)))
+    fn bytes_written(runs: &[OwnedRun]) -> Vec<(usize, u8)> {
+        runs.iter()
+            .flat_map(|r| run_view(r).ranges().collect::<Vec<_>>())
+            .flat_map(|(o, d)| d.iter().enumerate().map(move |(i, &b)| (o + i, b)))
             .collect()
     }
 
     /// Splits `runs` with the budget; checks that each message fits and decodes as a diff of
     /// `page`, and returns the decoded runs of all messages in order.
-    fn split(page: PageId, runs: &[(usize, Vec<u8>)], budget: usize) -> Vec<(usize, Vec<u8>)> {
-        let mut w =
-            DiffWriter::with_budget(page, runs.iter().map(|(o, d)| (*o, d.as_slice())), budget);
+    fn split(page: PageId, runs: &[OwnedRun], budget: usize) -> Vec<OwnedRun> {
+        let mut w = DiffWriter::with_budget(page, runs.iter().map(run_view), budget);
         let mut out = Vec::new();
         let mut decoded = Vec::new();
         let mut messages = 0;
@@ -1038,7 +1076,7 @@ mod tests {
                 messages == 1 || !runs.is_empty(),
                 "an empty message after the first"
             );
-            decoded.extend(runs.iter().map(|(o, d)| (o as usize, d.to_vec())));
+            decoded.extend(runs.iter().map(owned_run));
         }
         assert!(messages >= 1, "even an empty diff is one message");
         decoded
@@ -1081,7 +1119,18 @@ mod tests {
                 Msg::Diff {
                     page: PageId(2),
                     runs: DiffRuns::encode_from(
-                        [(3, &[0xaa, 0xbb][..]), (10, &[0xcc][..])],
+                        [
+                            diff::Run {
+                                offset: 8,
+                                data: &[1, 2, 3, 4, 5, 6, 7, 8],
+                                mask: None,
+                            },
+                            diff::Run {
+                                offset: 24,
+                                data: &[9, 9, 0, 0, 0, 0, 0, 0],
+                                mask: Some(&[0b11]),
+                            },
+                        ],
                         &mut runs_buf,
                     ),
                 },
@@ -1089,8 +1138,11 @@ mod tests {
                 &[
                     2, 0, 0, 0, // page
                     2, 0, 0, 0, // runs
-                    3, 0, 0, 0, 2, 0, 0, 0, 0xaa, 0xbb, // offset 3, 2 bytes
-                    10, 0, 0, 0, 1, 0, 0, 0, 0xcc, // offset 10, 1 byte
+                    8, 0, 0, 0, 1, 0, 0, 0, // offset 8, 1 word
+                    1, 2, 3, 4, 5, 6, 7, 8, // the word
+                    24, 0, 0, 0, 1, 0, 0, 0x80, // offset 24, 1 word, masked
+                    0b11, // its mask: bytes 0 and 1
+                    9, 9, 0, 0, 0, 0, 0, 0, // the word
                 ],
             ),
             (
@@ -1185,13 +1237,13 @@ mod tests {
                     got: 8,
                 },
             ),
-            // One run that claims 5 bytes and has 1.
+            // One run that claims a word and has 1 byte of it.
             (
                 kind::DIFF,
-                &[0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1],
+                &[0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1],
                 Truncated {
                     record: "Diff",
-                    needed: 21,
+                    needed: 24,
                     got: 17,
                 },
             ),
@@ -1249,35 +1301,45 @@ mod tests {
     }
 
     #[test]
-    fn check_rejects_runs_outside_the_page() {
+    fn check_rejects_runs_outside_the_page_or_off_a_word() {
+        let run = |offset: usize, data: &'static [u8]| diff::Run {
+            offset,
+            data,
+            mask: None,
+        };
         let mut buf = Vec::new();
-        let edge = DiffRuns::encode_from([(4090, &[1u8; 6][..])], &mut buf);
+        let edge = DiffRuns::encode_from([run(4088, &[1u8; 8])], &mut buf);
         assert_eq!(edge.check(4096), Ok(()));
-        let over = DiffRuns::encode_from([(0, &[][..]), (4090, &[1u8; 7][..])], &mut buf);
+        let over = DiffRuns::encode_from([run(0, &[]), run(4088, &[1u8; 16])], &mut buf);
         assert_eq!(
             over.check(4096),
             Err(DecodeError::RunOutsidePage {
-                offset: 4090,
-                len: 7,
+                offset: 4088,
+                len: 16,
                 page_bytes: 4096
             })
         );
+        let unaligned = DiffRuns::encode_from([run(4, &[1u8; 8])], &mut buf);
+        assert_eq!(
+            unaligned.check(4096),
+            Err(DecodeError::UnalignedRun { offset: 4 })
+        );
         // An offset near u32::MAX must not wrap around to a small end.
-        let far = DiffRuns::encode_from([(u32::MAX as usize, &[1u8][..])], &mut buf);
+        let far = DiffRuns::encode_from([run(u32::MAX as usize - 7, &[1u8; 8])], &mut buf);
         assert!(far.check(1 << 16).is_err());
     }
 
     #[test]
     fn a_whole_64k_page_diff_fits_the_messages() {
-        let page = vec![0x5a; 1 << 16];
-        let runs = vec![(0, page)];
+        let runs: Vec<OwnedRun> = vec![(0, vec![0x5a; 1 << 16], None)];
         let decoded = split(PageId(1), &runs, MAX_MESSAGE_BYTES);
         // The run is longer than a message can hold, so it is cut into the fewest pieces.
-        assert_eq!(decoded.len(), (1usize << 16).div_ceil(MAX_DIFF_DATA_BYTES));
+        let words_per_message = MAX_DIFF_DATA_BYTES / diff::WORD;
         assert_eq!(
-            bytes_written(decoded.iter().map(|(o, d)| (*o, d.as_slice()))),
-            bytes_written(runs.iter().map(|(o, d)| (*o, d.as_slice())))
+            decoded.len(),
+            ((1usize << 16) / diff::WORD).div_ceil(words_per_message)
         );
+        assert_eq!(bytes_written(&decoded), bytes_written(&runs));
     }
 
     #[test]
@@ -1300,7 +1362,7 @@ mod tests {
             // The views iterate back to the owned values.
             match (&owned, back) {
                 (OwnedMsg::Diff(_, runs), Ok(Msg::Diff { runs: view, .. })) => {
-                    let got: Vec<_> = view.iter().map(|(o, d)| (o, d.to_vec())).collect();
+                    let got: Vec<_> = view.iter().map(owned_run).collect();
                     prop_assert_eq!(&got, runs);
                     prop_assert_eq!(view.len(), runs.len());
                 }
@@ -1402,18 +1464,15 @@ mod tests {
 
         #[test]
         fn a_split_diff_round_trips_and_fits(
-            shape in prop::collection::vec((0usize..3000, 1usize..30_000), 0..6),
-            budget in prop_oneof![17usize..300, Just(MAX_MESSAGE_BYTES)],
+            shape in prop::collection::vec((0usize..400, 1usize..4000, any::<bool>()), 0..6),
+            budget in prop_oneof![25usize..300, Just(MAX_MESSAGE_BYTES)],
         ) {
             let runs = lay_out(&shape);
             let decoded = split(PageId(3), &runs, budget);
-            prop_assert_eq!(
-                bytes_written(decoded.iter().map(|(o, d)| (*o, d.as_slice()))),
-                bytes_written(runs.iter().map(|(o, d)| (*o, d.as_slice())))
-            );
+            prop_assert_eq!(bytes_written(&decoded), bytes_written(&runs));
             // Runs that a message can hold whole arrive whole.
-            let room = budget - DIFF_HEADER_BYTES - RUN_HEADER_BYTES;
-            if runs.iter().all(|(_, d)| d.len() <= room) {
+            let room = budget - DIFF_HEADER_BYTES;
+            if runs.iter().all(|r| run_view(r).encoded_bytes() <= room) {
                 prop_assert_eq!(decoded, runs);
             }
         }

@@ -498,8 +498,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     println!("  result: {}", o.par);
     let c = &o.report.counters;
     println!(
-        "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes), write notices {}, messages {}, broadcasts {}",
-        c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.write_notices, c.messages, c.broadcasts
+        "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes in {} word runs), write notices {}, messages {}, broadcasts {}",
+        c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.diff_runs, c.write_notices, c.messages, c.broadcasts
     );
     println!(
         "  migrations {} ({} attempts), redirects {}, pages broadcast {} / broadcast hits {}, notice overflows {}, deferred messages {}, stale drops {}",

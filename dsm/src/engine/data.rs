@@ -73,13 +73,18 @@ impl Node {
         self.counters
             .diff_bytes
             .fetch_add(changed as u64, Ordering::Relaxed);
+        self.counters
+            .diff_runs
+            .fetch_add(nruns as u64, Ordering::Relaxed);
         match self.protocol.data {
             DataStrategy::RemoteWrite => {
                 let data = self
                     .regions
                     .data
                     .expect("remote-write data needs the data region");
-                let runs: Vec<(usize, &[u8])> = diff::runs(&d).collect();
+                // Exactly the changed bytes go on the wire: a word changed in part is
+                // written in part (crate::diff), so other nodes' bytes of it survive.
+                let runs: Vec<(usize, &[u8])> = diff::runs(&d).flat_map(|r| r.ranges()).collect();
                 self.net
                     .tx(data)
                     .write_runs(p as u64 * self.page_bytes as u64, &runs);

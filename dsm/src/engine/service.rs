@@ -342,7 +342,7 @@ impl Node {
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
                         panic!("node {}: bad diff from node {from}: {e}", self.id)
                     });
-                    self.apply_runs(page.0, runs.iter().map(|(o, b)| (o as usize, b)));
+                    self.apply_runs(page.0, runs.iter().flat_map(|r| r.ranges()));
                     answer(&Reply::DiffAck {
                         meta: self.piggyback(page.0, &st),
                     });
