@@ -244,6 +244,95 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     Ok(())
 }
 
+/// Why [`read_regular_file`] read nothing.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Opening or reading failed (the file is missing, unreadable, ...).
+    Io(io::Error),
+    /// A directory, device, FIFO or socket: something that could block or never end.
+    NotRegular,
+    /// Larger than the caller's limit (bytes).
+    TooLarge { limit: u64 },
+}
+
+impl ReadError {
+    /// True if the file does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io(e) if e.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::NotRegular => {
+                f.write_str("it is not a regular file (a directory, device or pipe)")
+            }
+            ReadError::TooLarge { limit } => {
+                write!(f, "it is larger than the limit of {}", size_text(*limit))
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// A byte count as a limit is written: `64 MiB`, `512 KiB`, `100 bytes`.
+pub fn size_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Reads the whole of `path` if it is a regular file of at most `limit` bytes. The file is
+/// opened with `O_NONBLOCK`, so that a FIFO does not block the open (it is then refused by
+/// its type, checked on the open descriptor, so a file swapped between a check and the
+/// open cannot slip through); a device such as `/dev/zero` is refused the same way, and a
+/// file that grows past the limit while it is read is refused too.
+pub fn read_regular_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(ReadError::Io)?;
+    let meta = file.metadata().map_err(ReadError::Io)?;
+    if !meta.is_file() {
+        return Err(ReadError::NotRegular);
+    }
+    if meta.len() > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular_file`] as UTF-8 text.
+pub fn read_regular_text(path: &std::path::Path, limit: u64) -> Result<String, ReadError> {
+    let bytes = read_regular_file(path, limit)?;
+    String::from_utf8(bytes).map_err(|e| {
+        ReadError::Io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it is not text (invalid UTF-8 at byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
+    })
+}
+
 /// The kernel's limit on mappings per process.
 pub fn max_map_count() -> Option<usize> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")

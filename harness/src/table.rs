@@ -81,7 +81,7 @@ pub struct TableArgs {
     #[arg(long)]
     pub heap_mb: Option<String>,
     /// Runs of each cell, of which the fastest verified one is kept (the paper reports
-    /// the lowest of three, section 3.1).
+    /// the lowest of three, section 3.1); at most 100.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
     /// How many apps run at once, each in a process of its own bound to a CPU of its own
@@ -131,6 +131,12 @@ impl std::fmt::Display for HomesMode {
 
 /// The variant whose homes the others replay.
 const HOMES_FROM: &str = "CSM-DMS";
+
+/// The most runs of each cell (`--runs`).
+const MAX_RUNS: usize = 100;
+
+/// The largest kept cell file read: a cell is a few KiB of JSON.
+const MAX_CELL_FILE_BYTES: u64 = 16 << 20;
 
 /// The CPU a table job binds itself to (set by `--jobs` for the processes it starts).
 const JOB_CPU_VAR: &str = "CASHMERE_TABLE_CPU";
@@ -311,6 +317,12 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
     if a.runs == 0 {
         problems.push("--runs must be at least 1".to_string());
     }
+    if a.runs > MAX_RUNS {
+        problems.push(format!(
+            "--runs {}: at most {MAX_RUNS} runs of each cell (the paper takes the lowest of 3)",
+            a.runs
+        ));
+    }
     if chosen_apps.is_empty() || protocols.is_empty() {
         problems.push("--apps and --variants each need at least one name".to_string());
     }
@@ -449,11 +461,10 @@ impl Plan {
         let variant = config.protocol.name;
         let (homes, file) = self.homes_for(app.app.name(), variant);
         let homes_digest = match &file {
-            Some(path) => {
-                Some(digest(&std::fs::read(path).with_context(|| {
-                    format!("cannot read {}", path.display())
-                })?))
-            }
+            Some(path) => Some(digest(
+                &dsm::sys::read_regular_file(&path, dsm::MAX_HOMES_FILE_BYTES)
+                    .with_context(|| format!("cannot read the homes file {}", path.display()))?,
+            )),
             None => None,
         };
         Ok(CellConfig {
@@ -577,7 +588,7 @@ impl<'a> Runner<'a> {
             for base in &self.plan.variants {
                 let config = self.plan.cell_config(app, base)?;
                 let label = format!("{} under {}", app.app.name(), base.protocol.name);
-                if let Some(cell) = self.kept_cell(&config) {
+                if let Some(cell) = self.kept_cell(&config)? {
                     self.kept += 1;
                     self.progress
                         .kept(&format!("{label}: kept, {}", output::cell_outcome(&cell)));
@@ -611,14 +622,14 @@ impl<'a> Runner<'a> {
         }
         self.progress.finish();
         if !self.from_jobs {
-            println!(
+            outln!(
                 "{} cell(s) run, {} cell(s) kept from {} (--force runs them again)",
                 self.ran,
                 self.kept,
                 self.plan.out.join("cells").display()
             );
         } else {
-            println!(
+            outln!(
                 "{} cell(s) from the jobs in {}, {} run here",
                 self.kept,
                 self.plan.out.join("cells").display(),
@@ -630,13 +641,27 @@ impl<'a> Runner<'a> {
 
     /// The cell on disk for `config`, if it finished under exactly this configuration
     /// (and, for the cell whose homes the others replay, its homes file is there).
-    fn kept_cell(&self, config: &CellConfig) -> Option<Cell> {
+    /// A cell file that cannot be read (missing, unreadable, not JSON) is run again; one
+    /// that is not a regular file or is larger than [`MAX_CELL_FILE_BYTES`] is an error
+    /// (it is not one this program wrote).
+    fn kept_cell(&self, config: &CellConfig) -> anyhow::Result<Option<Cell>> {
         if self.plan.force && !self.from_jobs {
-            return None;
+            return Ok(None);
         }
-        let text =
-            std::fs::read_to_string(self.plan.cell_path(&config.app, &config.variant)).ok()?;
-        let cell: Cell = serde_json::from_str(&text).ok()?;
+        let path = self.plan.cell_path(&config.app, &config.variant);
+        let text = match dsm::sys::read_regular_text(&path, MAX_CELL_FILE_BYTES) {
+            Ok(text) => text,
+            Err(e @ (dsm::sys::ReadError::NotRegular | dsm::sys::ReadError::TooLarge { .. })) => {
+                bail!(
+                    "kept cell {}: {e} for a cell file; this table did not write it: remove it, or run with --force to run every cell again",
+                    path.display()
+                )
+            }
+            Err(dsm::sys::ReadError::Io(_)) => return Ok(None),
+        };
+        let Ok(cell) = serde_json::from_str::<Cell>(&text) else {
+            return Ok(None);
+        };
         let homes_needed = config.variant == HOMES_FROM && self.plan.homes == HomesMode::Captured;
         let keep = if cell.errored() {
             // Run again, unless a job has just run it (and removed its homes).
@@ -644,7 +669,7 @@ impl<'a> Runner<'a> {
         } else {
             !homes_needed || self.plan.homes_path(&config.app).is_file()
         };
-        (cell.config == *config && keep).then_some(cell)
+        Ok((cell.config == *config && keep).then_some(cell))
     }
 
     /// The app's CPU scale factor: measured for the modeled clock, 1 for the wall clock.

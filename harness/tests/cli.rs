@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn binary() -> PathBuf {
     std::env::var_os("CASHMERE_TEST_BIN")
@@ -631,4 +632,274 @@ fn modeled_basic_operations_land_within_a_quarter_of_table_2() {
         "{}",
         o.stdout
     );
+}
+
+/// Runs `cashmere` with standard output and error to pipes, and fails the test (after
+/// killing it) if it has not ended within `limit`: a case that would hang fails instead.
+fn cashmere_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Outcome {
+    let mut child = command(args, env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the cashmere binary runs");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_for(&mut child, limit).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "cashmere {} did not end within {limit:?}: it hangs",
+            args.join(" ")
+        )
+    });
+    Outcome {
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Waits for `child` to end, at most `limit` (`None` if it has not).
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    wait_until(limit, || child.try_wait().unwrap())
+}
+
+/// Checks `ready` until it gives a value, at most `limit`.
+fn wait_until<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// As [`refused`], bounded in time.
+fn refused_within(args: &[&str], env: &[(&str, &str)], words: &[&str]) {
+    let o = cashmere_within(args, env, Duration::from_secs(60));
+    let what = format!("cashmere {} with {env:?}", args.join(" "));
+    assert_eq!(o.code, Some(1), "{what}: exit code\n{}", o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{what}: {}", o.stderr);
+    for w in words {
+        assert!(
+            o.stderr.contains(w),
+            "{what}: `{w}` missing from\n{}",
+            o.stderr
+        );
+    }
+}
+
+/// A FIFO at `path` (made anew).
+fn fifo(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn platform_and_homes_files_are_bounded_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = dir.path().join("pipe.toml");
+    fifo(&pipe);
+    let pipe = pipe.to_str().unwrap();
+    for file in [pipe, "/dev/zero", "/dev/urandom"] {
+        refused_within(
+            &["run", "sor", "--clock", "modeled", "--platform", file],
+            &[],
+            &["platform file", file, "not a regular file"],
+        );
+        refused_within(
+            &["table", "--size", "test", "--platform", file, "--out", pipe],
+            &[],
+            &["--platform", file, "not a regular file"],
+        );
+        refused_within(
+            &["run", "sor", "--homes", file],
+            &[],
+            &["homes file", file, "not a regular file"],
+        );
+    }
+    let big = dir.path().join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    refused_within(
+        &[
+            "run",
+            "sor",
+            "--clock",
+            "modeled",
+            "--platform",
+            big.to_str().unwrap(),
+        ],
+        &[],
+        &["platform file", "larger than the limit of 1 MiB"],
+    );
+    let big_homes = dir.path().join("big.homes");
+    std::fs::File::create(&big_homes)
+        .unwrap()
+        .set_len(257 << 20)
+        .unwrap();
+    refused_within(
+        &["run", "sor", "--homes", big_homes.to_str().unwrap()],
+        &[],
+        &["homes file", "larger than the limit of 256 MiB"],
+    );
+}
+
+#[test]
+fn a_kept_cell_that_is_not_a_regular_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    std::fs::create_dir_all(out.join("cells")).unwrap();
+    let cell = out.join("cells").join("sor__CSM-None.json");
+    fifo(&cell);
+    let args = [
+        "table",
+        "--apps",
+        "sor",
+        "--variants",
+        "CSM-None",
+        "--size",
+        "test",
+        "--nodes",
+        "1",
+        "--procs",
+        "1",
+        "--clock",
+        "wall",
+        "--out",
+    ];
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain([out.to_str().unwrap()])
+        .collect();
+    refused_within(
+        &args,
+        &[],
+        &[
+            "kept cell",
+            cell.to_str().unwrap(),
+            "not a regular file",
+            "--force",
+        ],
+    );
+    std::fs::remove_file(&cell).unwrap();
+    std::fs::File::create(&cell)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    refused_within(
+        &args,
+        &[],
+        &["kept cell", "larger than the limit of 16 MiB", "--force"],
+    );
+}
+
+#[test]
+fn water_spatial_counts_its_cell_grid_before_allocating() {
+    for cutoff in ["0.01", "0.0001", "1e-300"] {
+        refused_within(
+            &["run", "water-sp", "--param", &format!("cutoff={cutoff}")],
+            &[],
+            &["water-sp", "cells", "cutoff", "larger cutoff"],
+        );
+    }
+    // The cutoff from a deck.
+    let deck = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../apps/data/water/n512-p1.in"
+    ))
+    .unwrap();
+    assert!(deck.contains("6.212752"));
+    let deck = temp("deck-cutoff", &deck.replace("6.212752", "0.01"));
+    refused_within(
+        &["run", "water-sp", "--param", &format!("deck={deck}")],
+        &[],
+        &["water-sp", "the deck's", "cells", "larger cutoff"],
+    );
+    let _ = std::fs::remove_file(&deck);
+}
+
+#[test]
+fn runs_of_a_cell_are_bounded() {
+    refused_within(
+        &["table", "--size", "test", "--runs", "18446744073709551615"],
+        &[],
+        &["--runs 18446744073709551615", "at most 100"],
+    );
+    refused_within(
+        &["table", "--size", "test", "--runs", "101"],
+        &[],
+        &["at most 100"],
+    );
+}
+
+#[test]
+fn a_time_step_that_blows_up_fails_the_run_cleanly() {
+    refused_within(
+        &["run", "barnes", "--param", "dtime=1e300"],
+        &[],
+        &["barnes", "dtime", "too large"],
+    );
+}
+
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let table = [
+        "table",
+        "--apps",
+        "sor",
+        "--variants",
+        "CSM-None",
+        "--size",
+        "test",
+        "--nodes",
+        "1",
+        "--procs",
+        "1",
+        "--clock",
+        "wall",
+        "--out",
+    ];
+    let table: Vec<&str> = table
+        .iter()
+        .copied()
+        .chain([out.to_str().unwrap()])
+        .collect();
+    let run = ["run", "sor", "--nodes", "1", "--procs", "1"];
+    for args in [&["profiles"][..], &run, &table, &["platforms"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let o = command(args, &[])
+            .stdin(Stdio::null())
+            .stdout(full)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write standard output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
