@@ -269,6 +269,8 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let jobs = jobs::count(a.jobs, &plan)?;
+    // Held until the table is written: one table at a time on an --out.
+    let _lock = lock_out(&plan.out)?;
     let mut runner = Runner::new(&plan, true)?;
     if jobs > 1 {
         jobs::run_apps(&plan, jobs)?;
@@ -277,6 +279,43 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
     }
     let cells = runner.run_all()?;
     output::finish(&plan, &cells)
+}
+
+/// Takes `OUT/.lock` (flock) for this table, so that two tables never write one `--out`
+/// at once (their cells' temporary files have the same names), and removes the temporary
+/// files a table that was killed left behind. A second table is refused, naming the
+/// first's pid. The jobs of `--jobs` and node processes do not lock: their parent holds it.
+fn lock_out(out: &Path) -> anyhow::Result<dsm::sys::FileLock> {
+    std::fs::create_dir_all(out).with_context(|| {
+        format!(
+            "--out: cannot create {}; give a writable directory",
+            out.display()
+        )
+    })?;
+    let path = out.join(".lock");
+    let lock = dsm::sys::try_lock_file(&path, &format!("pid {}", std::process::id()))
+        .with_context(|| format!("--out: cannot lock {}", path.display()))?;
+    let Some(lock) = lock else {
+        let holder = dsm::sys::read_regular_text(&path, 4096).unwrap_or_default();
+        let holder = match holder.trim() {
+            "" => "its pid not yet written".to_string(),
+            h => h.to_string(),
+        };
+        bail!(
+            "--out {}: another cashmere table ({holder}) is writing there now; wait for it to finish, or give another --out",
+            out.display()
+        );
+    };
+    for dir in ["cells", "homes"] {
+        if let Ok(entries) = std::fs::read_dir(out.join(dir)) {
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    Ok(lock)
 }
 
 /// Checks everything before any work: names, sizes, every variant's configuration on
@@ -462,7 +501,7 @@ impl Plan {
         let (homes, file) = self.homes_for(app.app.name(), variant);
         let homes_digest = match &file {
             Some(path) => Some(digest(
-                &dsm::sys::read_regular_file(&path, dsm::MAX_HOMES_FILE_BYTES)
+                &dsm::sys::read_regular_file(path, dsm::MAX_HOMES_FILE_BYTES)
                     .with_context(|| format!("cannot read the homes file {}", path.display()))?,
             )),
             None => None,

@@ -903,3 +903,350 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// The state letter of process `pid` (`R`, `S`, `T` for stopped, `Z`...), `None` if it is
+/// gone.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Gone, or a zombie (ended; its new parent may not reap it).
+fn gone(pid: u32) -> bool {
+    matches!(proc_state(pid), None | Some('Z') | Some('X'))
+}
+
+/// The live descendants of `root`, with their states, from /proc.
+fn descendants(root: u32) -> Vec<(u32, char)> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid: u32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        parent_of.push((pid, ppid, state));
+    }
+    let mut family = vec![root];
+    let mut out = Vec::new();
+    while let Some(p) = family.pop() {
+        for &(pid, ppid, state) in &parent_of {
+            if ppid == p && !matches!(state, 'Z' | 'X') {
+                family.push(pid);
+                out.push((pid, state));
+            }
+        }
+    }
+    out
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Waits until every one of `pids` is gone; on the limit, kills the ones left (so that a
+/// failing test leaves nothing running) and fails.
+fn all_gone(pids: &[u32], what: &str) {
+    if wait_until(Duration::from_secs(30), || {
+        pids.iter().all(|&p| gone(p)).then_some(())
+    })
+    .is_none()
+    {
+        let left: Vec<u32> = pids.iter().copied().filter(|&p| !gone(p)).collect();
+        for &p in &left {
+            signal(p, "-KILL");
+        }
+        panic!("{what}: processes {left:?} were left running");
+    }
+}
+
+/// `cashmere run sor` in process mode on 4 nodes with node `node` stopped by the test-only
+/// `DSM_TEST_STOP` at `point`: the run fails within its limits with a report that names
+/// that node (and its pid, once it has one), and no node process is left.
+fn stopped_node_is_reported(node: usize, point: &str, words: &[&str]) {
+    let started = Instant::now();
+    let mut child = command(
+        &[
+            "run",
+            "sor",
+            "--exec",
+            "processes",
+            "--nodes",
+            "4",
+            "--procs",
+            "1",
+            "--stall-timeout",
+            "1",
+        ],
+        &[("DSM_TEST_STOP", &format!("{node}:{point}"))],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let err = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut { err }, &mut s);
+        s
+    });
+    // The four node processes, one of them stopped.
+    let family = wait_until(Duration::from_secs(60), || {
+        let d = descendants(child.id());
+        (d.len() == 4 && d.iter().any(|&(_, s)| s == 'T')).then_some(d)
+    });
+    let Some(family) = family else {
+        let left: Vec<u32> = descendants(child.id()).iter().map(|d| d.0).collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        for p in left {
+            signal(p, "-KILL");
+        }
+        panic!("{point}: no node process stopped (is DSM_TEST_STOP honoured?)");
+    };
+    let stopped = family.iter().find(|d| d.1 == 'T').unwrap().0;
+    let status = wait_for(&mut child, Duration::from_secs(60));
+    let pids: Vec<u32> = family.iter().map(|d| d.0).collect();
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        all_gone(&pids, point);
+        panic!("{point}: the launcher did not end: it hangs on the stopped node");
+    }
+    let stderr = err.join().unwrap();
+    assert_eq!(status.unwrap().code(), Some(1), "{point}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{point}: {stderr}");
+    let first = format!(": node {node} stopped responding: ");
+    assert!(
+        stderr.contains(&first),
+        "{point}: `{first}` missing from\n{stderr}"
+    );
+    for w in words {
+        assert!(stderr.contains(w), "{point}: `{w}` missing from\n{stderr}");
+    }
+    assert!(stderr.contains("--stall-timeout"), "{point}: {stderr}");
+    // The report names the process that was stopped (before the exec, the launcher's fork).
+    assert!(
+        stderr.contains(&format!("pid {stopped};")),
+        "{point}: the stopped process is {stopped}:\n{stderr}"
+    );
+    all_gone(&pids, point);
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{point}: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_node_stopped_before_it_execs_is_reported_within_the_start_up_limit() {
+    stopped_node_is_reported(
+        0,
+        "before-exec",
+        &["not started within 3 s", "between fork and exec"],
+    );
+}
+
+#[test]
+fn a_node_stopped_after_exec_is_reported_within_the_start_up_limit() {
+    stopped_node_is_reported(
+        1,
+        "after-exec",
+        &["not started within 3 s", "had not reached this cluster run"],
+    );
+}
+
+#[test]
+fn a_node_stopped_before_it_is_ready_is_the_one_reported() {
+    stopped_node_is_reported(
+        2,
+        "before-ready",
+        &[
+            "no heartbeat for 1 s",
+            "starting up, before the start-up barrier",
+        ],
+    );
+}
+
+#[test]
+fn the_test_stop_variable_is_checked() {
+    refused_within(
+        &[
+            "run",
+            "sor",
+            "--exec",
+            "processes",
+            "--nodes",
+            "2",
+            "--procs",
+            "1",
+        ],
+        &[("DSM_TEST_STOP", "0:later")],
+        &[
+            "DSM_TEST_STOP=`0:later`",
+            "before-exec, after-exec, before-ready",
+        ],
+    );
+}
+
+/// A table of two jobs in process mode whose clusters are held in start-up (each job's
+/// node 0 stopped before its exec): it runs until it is ended. Returns it and its
+/// processes (the jobs and their node processes).
+fn blocked_table(out: &std::path::Path) -> (std::process::Child, Vec<u32>) {
+    let mut child = command(
+        &[
+            "table",
+            "--apps",
+            "sor,tsp",
+            "--variants",
+            "CSM-None",
+            "--size",
+            "test",
+            "--nodes",
+            "2",
+            "--procs",
+            "1",
+            "--clock",
+            "wall",
+            "--exec",
+            "processes",
+            "--jobs",
+            "2",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[
+            ("DSM_TEST_STOP", "0:before-exec"),
+            ("DSM_STALL_TIMEOUT", "100"),
+        ],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let family = wait_until(Duration::from_secs(120), || {
+        let d = descendants(child.id());
+        (d.len() == 6 && d.iter().filter(|&&(_, s)| s == 'T').count() == 2).then_some(d)
+    });
+    let Some(family) = family else {
+        let left: Vec<u32> = descendants(child.id()).iter().map(|d| d.0).collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        for p in left {
+            signal(p, "-KILL");
+        }
+        panic!("the table's jobs never held a stopped node (is DSM_TEST_STOP honoured?)");
+    };
+    (child, family.iter().map(|d| d.0).collect())
+}
+
+#[test]
+fn a_table_ended_by_sigterm_takes_its_jobs_and_their_nodes_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (mut table, family) = blocked_table(&out);
+    // Two jobs, each with its two node processes.
+    assert_eq!(family.len(), 6, "{family:?}");
+    signal(table.id(), "-TERM");
+    let status = wait_for(&mut table, Duration::from_secs(30));
+    if status.is_none() {
+        let _ = table.kill();
+        let _ = table.wait();
+    }
+    all_gone(&family, "after SIGTERM to the table");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status.expect("the table ended")),
+        Some(15)
+    );
+    // Nothing half-written: every cell file there is whole JSON.
+    for e in std::fs::read_dir(out.join("cells")).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        assert!(
+            e.path().extension().is_some_and(|x| x == "json")
+                && text.parse::<serde_json::Value>().is_ok(),
+            "{}",
+            e.path().display()
+        );
+    }
+}
+
+#[test]
+fn a_second_table_on_the_same_out_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (mut first, family) = blocked_table(&out);
+    let second = cashmere_within(
+        &[
+            "table",
+            "--apps",
+            "sor",
+            "--variants",
+            "CSM-None",
+            "--size",
+            "test",
+            "--nodes",
+            "1",
+            "--procs",
+            "1",
+            "--clock",
+            "wall",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    signal(first.id(), "-KILL");
+    let _ = first.wait();
+    all_gone(&family, "after the first table was killed");
+    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    for w in [
+        "another cashmere table",
+        &format!("pid {}", first.id()),
+        "wait for it to finish, or give another --out",
+    ] {
+        assert!(
+            second.stderr.contains(w),
+            "`{w}` missing from\n{}",
+            second.stderr
+        );
+    }
+    // Once the first is gone, the same table runs.
+    let third = cashmere_within(
+        &[
+            "table",
+            "--apps",
+            "sor",
+            "--variants",
+            "CSM-None",
+            "--size",
+            "test",
+            "--nodes",
+            "1",
+            "--procs",
+            "1",
+            "--clock",
+            "wall",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(third.code, Some(0), "{}", third.stderr);
+}
