@@ -633,6 +633,10 @@ impl Config {
     }
 }
 
+/// The largest homes file read (`--homes`, and a table's `OUT/homes`): at 14 bytes a line
+/// at most, room for the homes of some 19 million pages (150 GiB of 8 KiB pages touched).
+pub const MAX_HOMES_FILE_BYTES: u64 = 256 << 20;
+
 /// Reads a homes file (`page home` per line, `#` comments) for a cluster of `nodes` nodes
 /// whose heap has `heap_pages` pages. Every line must name a page inside the heap and a
 /// node of the cluster, and no page may be given twice.
@@ -645,7 +649,8 @@ fn read_homes(
         path: path.to_path_buf(),
         why,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let text =
+        sys::read_regular_text(path, MAX_HOMES_FILE_BYTES).map_err(|e| err(e.to_string()))?;
     let mut out = Vec::new();
     let mut first_line: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {

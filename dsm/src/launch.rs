@@ -34,12 +34,30 @@
 //!
 //! Every [`crate::net::Net::poll`] bumps the node's heartbeat word in the fabric; the
 //! service thread polls at least every 50 ms while the node runs, even while its
-//! processors compute. The launcher watches the heartbeats of the nodes past the start-up
-//! barrier, in host time, and when one stands still for the stall limit
-//! ([`crate::Config::stall_timeout`], 10 s by default) it records
-//! `node N stopped responding: no heartbeat for ...` as the failure and stops the run: in
-//! process mode it kills every node process; in thread mode it aborts the cluster (a node
-//! thread cannot be killed: one stuck outside every abort check keeps the run waiting).
+//! processors compute. The launcher watches the heartbeats, in host time, and when one
+//! stands still for the stall limit ([`crate::Config::stall_timeout`], 10 s by default) it
+//! records `node N stopped responding: no heartbeat for ...` as the failure and stops the
+//! run: in process mode it kills every node process; in thread mode it aborts the cluster
+//! (a node thread cannot be killed: one stuck outside every abort check keeps the run
+//! waiting).
+//!
+//! Start-up is watched too. The launcher never waits for a child: it forks and goes on,
+//! and learns from a close-on-exec pipe when the child has `exec`ed
+//! ([`sys::spawn_node_process`]). A node process that has not reached this cluster run
+//! (its launch call) within the start-up limit, three times the stall limit (it runs the
+//! program from the start, with no heartbeat yet), is reported as stopped, saying whether
+//! it had `exec`ed. From its launch call to the end of the start-up barrier a node process
+//! beats its heartbeat from a thread of its own (its service thread does not run yet),
+//! so a node stopped while it sets up or while it waits for the others is found by the
+//! stall limit, and the nodes waiting in the barrier for it are not taken for stopped. In
+//! thread mode (no start-up beat) a node's heartbeat is watched only once every node is
+//! past the start-up barrier.
+//!
+//! Test-only: `DSM_TEST_STOP=N:POINT` makes node process `N` stop itself with SIGSTOP at
+//! `POINT`: `before-exec` (the launcher's child, between fork and exec), `after-exec`
+//! (the node process, at its launch call, before it attaches the fabric) or `before-ready`
+//! (attached and beating, before the start-up barrier). It exists so that tests can stop
+//! a node at exactly these points; process mode only.
 
 use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES};
 use crate::sys;
@@ -138,6 +156,67 @@ const ENV_NODE: &str = "DSM_NODE";
 const ENV_FD: &str = "DSM_FABRIC_FD";
 const ENV_LAYOUT: &str = "DSM_LAYOUT";
 const ENV_RUN: &str = "DSM_RUN";
+/// Test-only: `NODE:POINT`, see the module doc.
+const ENV_TEST_STOP: &str = "DSM_TEST_STOP";
+
+/// Where `DSM_TEST_STOP` stops a node process (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopPoint {
+    BeforeExec,
+    AfterExec,
+    BeforeReady,
+}
+
+/// The node and point `DSM_TEST_STOP` names, if it is set.
+fn test_stop() -> Result<Option<(usize, StopPoint)>, LaunchError> {
+    let Some(v) = std::env::var_os(ENV_TEST_STOP) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    let parsed = v.split_once(':').and_then(|(n, p)| {
+        let point = match p {
+            "before-exec" => StopPoint::BeforeExec,
+            "after-exec" => StopPoint::AfterExec,
+            "before-ready" => StopPoint::BeforeReady,
+            _ => return None,
+        };
+        Some((n.parse().ok()?, point))
+    });
+    parsed.map(Some).ok_or_else(|| {
+        LaunchError::BadEnvironment(format!(
+            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT, POINT one of before-exec, after-exec, before-ready (a variable for tests only: unset it)"
+        ))
+    })
+}
+
+/// Stops this node process here if `DSM_TEST_STOP` says so.
+fn stop_here_if_asked(node: usize, point: StopPoint) {
+    if let Ok(Some((n, p))) = test_stop() {
+        if n == node && p == point {
+            sys::raise_stop();
+        }
+    }
+}
+
+/// Set in a node process once it is past the start-up barrier: its start-up beat ends.
+static PAST_STARTUP: AtomicBool = AtomicBool::new(false);
+
+/// How often a node process's start-up beat bumps its heartbeat.
+const STARTUP_BEAT: Duration = Duration::from_millis(50);
+
+/// Beats `node`'s heartbeat from a thread of its own until the node is past the start-up
+/// barrier, where its service thread takes over (see the module doc).
+fn start_startup_beat(fabric: &Arc<Fabric>, node: usize) {
+    let fabric = Arc::clone(fabric);
+    let _ = std::thread::Builder::new()
+        .name("dsm-startup-beat".into())
+        .spawn(move || {
+            while !PAST_STARTUP.load(Ordering::Acquire) {
+                fabric.beat(node);
+                std::thread::sleep(STARTUP_BEAT);
+            }
+        });
+}
 
 thread_local! {
     /// How many clusters this thread has launched (or, in a node process, passed). Counted
@@ -250,29 +329,80 @@ fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchE
 /// How a stalled node's cause begins ("node 1 stopped responding: ...").
 const STALLED: &str = "stopped responding: ";
 
-/// Watches the heartbeats of the nodes past start-up (see [`crate::net::Net::poll`]).
+/// Watches the nodes' start-up and heartbeats (see the module doc).
 struct StallWatch {
     limit: Duration,
+    /// How long a node process may take to reach its launch call.
+    startup_limit: Duration,
+    /// Process mode: nodes beat during start-up, and their start-up is limited.
+    processes: bool,
+    /// When the nodes were started.
+    started: Instant,
     /// Per node: the last heartbeat count seen and when it last changed.
     seen: Vec<Option<(u64, Instant)>>,
 }
 
 impl StallWatch {
-    fn new(nodes: usize, limit: Duration) -> StallWatch {
+    fn new(nodes: usize, limit: Duration, processes: bool) -> StallWatch {
         StallWatch {
             limit,
+            startup_limit: limit.saturating_mul(3),
+            processes,
+            started: Instant::now(),
             seen: vec![None; nodes],
         }
     }
 
-    /// The first node among `live` whose heartbeat has not moved for the limit, with the
-    /// cause to report. Nodes before the start-up barrier are not watched (their service
-    /// thread does not run yet).
-    fn check(&mut self, fabric: &Fabric, live: impl Fn(usize) -> bool) -> Option<(usize, String)> {
+    /// The first node among `live` that has stalled, with the cause to report. In process
+    /// mode, `exec_pending(node)`: the node's process has not `exec`ed yet.
+    fn check(
+        &mut self,
+        fabric: &Fabric,
+        live: impl Fn(usize) -> bool,
+        exec_pending: impl Fn(usize) -> bool,
+    ) -> Option<(usize, String)> {
         let now = Instant::now();
-        for node in 0..self.seen.len() {
-            let state = fabric.status(node).state.load(Ordering::Acquire);
-            if !live(node) || state != node_state::READY {
+        let nodes = self.seen.len();
+        let state = |n: usize| fabric.status(n).state.load(Ordering::Acquire);
+        let all_ready = (0..nodes).all(|n| !live(n) || state(n) >= node_state::READY);
+        let advice = "the other nodes were stopped; raise the limit with --stall-timeout or DSM_STALL_TIMEOUT if the node is only slow";
+        for node in 0..nodes {
+            let s = state(node);
+            let pid = fabric.status(node).pid.load(Ordering::Relaxed);
+            let pid = if pid == 0 {
+                String::new()
+            } else {
+                format!(", pid {pid}")
+            };
+            if !live(node) {
+                self.seen[node] = None;
+                continue;
+            }
+            if s < node_state::RUNNING {
+                self.seen[node] = None;
+                if self.processes && now.duration_since(self.started) >= self.startup_limit {
+                    let what = if exec_pending(node) {
+                        "it had not started the program: stopped or stuck between fork and exec"
+                    } else {
+                        "it runs the program but had not reached this cluster run: stopped, swapped out or stuck before it"
+                    };
+                    return Some((
+                        node,
+                        format!(
+                            "{STALLED}not started within {} s, the start-up limit (3 times the stall limit; state: starting{pid}; {what}); {advice}",
+                            secs(self.startup_limit)
+                        ),
+                    ));
+                }
+                continue;
+            }
+            let starting = s == node_state::RUNNING || (s == node_state::READY && !all_ready);
+            let watched = if self.processes {
+                s == node_state::RUNNING || s == node_state::READY
+            } else {
+                s == node_state::READY && all_ready
+            };
+            if !watched {
                 self.seen[node] = None;
                 continue;
             }
@@ -280,16 +410,15 @@ impl StallWatch {
             match self.seen[node] {
                 Some((last, since)) if last == beat => {
                     if now.duration_since(since) >= self.limit {
-                        let pid = fabric.status(node).pid.load(Ordering::Relaxed);
-                        let pid = if pid == 0 {
-                            String::new()
+                        let state = if starting {
+                            format!("starting up, before the start-up barrier{pid}; its start-up beat stopped: the node is stopped or swapped out")
                         } else {
-                            format!(", pid {pid}")
+                            format!("past start-up, running the program{pid}; its service thread stopped polling for messages: the node is stopped, swapped out, deadlocked or looping inside the runtime")
                         };
                         return Some((
                             node,
                             format!(
-                                "{STALLED}no heartbeat for {} s (state: past start-up, running the program{pid}; its service thread stopped polling for messages: the node is stopped, swapped out, deadlocked or looping inside the runtime); the other nodes were stopped; raise the limit with --stall-timeout or DSM_STALL_TIMEOUT if the node is only slow",
+                                "{STALLED}no heartbeat for {} s (state: {state}); {advice}",
                                 secs(self.limit)
                             ),
                         ));
@@ -344,10 +473,10 @@ where
         let watcher = std::thread::Builder::new()
             .name("dsm-stall-watch".into())
             .spawn_scoped(s, || {
-                let mut watch = StallWatch::new(nodes, stall_timeout);
+                let mut watch = StallWatch::new(nodes, stall_timeout, false);
                 while !all_finished.load(Ordering::Acquire) && !fabric.aborted() {
                     if let Some((node, cause)) =
-                        watch.check(fabric, |n| !finished[n].load(Ordering::Acquire))
+                        watch.check(fabric, |n| !finished[n].load(Ordering::Acquire), |_| false)
                     {
                         fabric.fail(node, &cause);
                         break;
@@ -439,8 +568,9 @@ fn launch_processes(
 ) -> Result<Vec<Vec<u8>>, LaunchError> {
     let nodes = fabric.layout().nodes;
     let args = spec.child_args.clone().unwrap_or_else(default_child_args);
+    let stop = test_stop()?;
     let fd = fabric.raw_fd();
-    let mut children = Vec::with_capacity(nodes);
+    let mut children: Vec<Option<sys::NodeProcess>> = Vec::with_capacity(nodes);
     for node in 0..nodes {
         let env = vec![
             (ENV_NODE.to_string(), node.to_string()),
@@ -448,7 +578,8 @@ fn launch_processes(
             (ENV_LAYOUT.to_string(), layout_string(fabric.layout())),
             (ENV_RUN.to_string(), run.to_string()),
         ];
-        match sys::spawn_node_process(&args, &env, &[fd]) {
+        let stop_before_exec = stop == Some((node, StopPoint::BeforeExec));
+        match sys::spawn_node_process(&args, &env, &[fd], stop_before_exec) {
             Ok(child) => {
                 fabric.status(node).pid.store(child.id(), Ordering::Relaxed);
                 children.push(Some(child));
@@ -459,12 +590,13 @@ fn launch_processes(
             }
         }
     }
+    let mut exec_done = vec![false; nodes];
     let mut done = vec![false; nodes];
     let mut exited = vec![false; nodes];
     // The launcher's own view of the first failure, used only if no node recorded one.
     let mut failure: Option<(usize, String)> = None;
     let mut aborted_at: Option<Instant> = None;
-    let mut watch = StallWatch::new(nodes, stall_timeout);
+    let mut watch = StallWatch::new(nodes, stall_timeout, true);
     loop {
         for node in 0..nodes {
             if exited[node] {
@@ -473,6 +605,16 @@ fn launch_processes(
             let Some(child) = children[node].as_mut() else {
                 continue;
             };
+            if !exec_done[node] {
+                match child.exec_state() {
+                    sys::ExecState::Pending => {}
+                    sys::ExecState::Done => exec_done[node] = true,
+                    sys::ExecState::Failed(source) => {
+                        stop_all(fabric, &mut children);
+                        return Err(LaunchError::Spawn { node, source });
+                    }
+                }
+            }
             let cause = match child.try_wait() {
                 Ok(None) => continue,
                 Ok(Some(status)) => {
@@ -513,7 +655,7 @@ fn launch_processes(
             break;
         }
         if !fabric.aborted() {
-            if let Some((node, cause)) = watch.check(fabric, |n| !exited[n]) {
+            if let Some((node, cause)) = watch.check(fabric, |n| !exited[n], |n| !exec_done[n]) {
                 fabric.fail(node, &cause);
             }
         }
@@ -543,13 +685,13 @@ fn wait_a_little() {
     crate::wait::launcher_pause();
 }
 
-fn stop_all(fabric: &Fabric, children: &mut [Option<std::process::Child>]) {
+fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
     fabric.abort();
     for c in children.iter_mut().flatten() {
         sys::kill_process(c.id());
     }
     for c in children.iter_mut().flatten() {
-        let _ = c.wait();
+        c.kill_and_wait();
     }
 }
 
@@ -600,6 +742,7 @@ where
 {
     let outcome = (|| -> Result<(Arc<Fabric>, usize, NodeResult), LaunchError> {
         let node = env_usize(ENV_NODE)?;
+        stop_here_if_asked(node, StopPoint::AfterExec);
         let fd = env_usize(ENV_FD)? as i32;
         let expected = std::env::var(ENV_LAYOUT).unwrap_or_default();
         if expected != layout_string(&layout) {
@@ -615,6 +758,8 @@ where
             .status(node)
             .state
             .store(node_state::RUNNING, Ordering::Release);
+        start_startup_beat(&fabric, node);
+        stop_here_if_asked(node, StopPoint::BeforeReady);
         let ctx = NodeCtx {
             node,
             fabric: Arc::clone(&fabric),
@@ -679,5 +824,8 @@ pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::M
     }
     let ready =
         || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
-    crate::wait::Seam::new(fabric, node).until(crate::wait::WaitFor::Startup, ready)
+    crate::wait::Seam::new(fabric, node).until(crate::wait::WaitFor::Startup, ready)?;
+    // A node process's start-up beat ends: its service thread beats from here on.
+    PAST_STARTUP.store(true, Ordering::Release);
+    Ok(())
 }

@@ -27,6 +27,7 @@ mod wire;
 
 pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
+    MAX_HOMES_FILE_BYTES,
 };
 pub use config::{
     kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Config, DataStrategy, DsmError, FaultBackend,

@@ -353,17 +353,20 @@ pub fn resolve(name_or_path: &str) -> Result<Platform, String> {
     let path = Path::new(name_or_path);
     let looks_like_a_path = name_or_path.contains(std::path::MAIN_SEPARATOR)
         || path.extension().is_some_and(|e| e == "toml" || e == "json");
-    if path.is_file() || looks_like_a_path {
+    if path.exists() || looks_like_a_path {
         load_file(path)
     } else {
         by_name(name_or_path)
     }
 }
 
+/// The largest platform file read: a complete platform is a few KiB of text.
+pub const MAX_PLATFORM_FILE_BYTES: u64 = 1 << 20;
+
 /// Reads, parses and checks the platform file at `path` (JSON if its name ends in
 /// `.json`, else TOML).
 pub fn load_file(path: &Path) -> Result<Platform, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = crate::sys::read_regular_text(path, MAX_PLATFORM_FILE_BYTES).map_err(|e| {
         format!(
             "platform file {} cannot be read: {e}; give the path of a platform file, or a \
              built-in platform ({})",

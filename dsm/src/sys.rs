@@ -7,7 +7,7 @@
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -244,6 +244,95 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     Ok(())
 }
 
+/// Why [`read_regular_file`] read nothing.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Opening or reading failed (the file is missing, unreadable, ...).
+    Io(io::Error),
+    /// A directory, device, FIFO or socket: something that could block or never end.
+    NotRegular,
+    /// Larger than the caller's limit (bytes).
+    TooLarge { limit: u64 },
+}
+
+impl ReadError {
+    /// True if the file does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io(e) if e.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::NotRegular => {
+                f.write_str("it is not a regular file (a directory, device or pipe)")
+            }
+            ReadError::TooLarge { limit } => {
+                write!(f, "it is larger than the limit of {}", size_text(*limit))
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// A byte count as a limit is written: `64 MiB`, `512 KiB`, `100 bytes`.
+pub fn size_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Reads the whole of `path` if it is a regular file of at most `limit` bytes. The file is
+/// opened with `O_NONBLOCK`, so that a FIFO does not block the open (it is then refused by
+/// its type, checked on the open descriptor, so a file swapped between a check and the
+/// open cannot slip through); a device such as `/dev/zero` is refused the same way, and a
+/// file that grows past the limit while it is read is refused too.
+pub fn read_regular_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(ReadError::Io)?;
+    let meta = file.metadata().map_err(ReadError::Io)?;
+    if !meta.is_file() {
+        return Err(ReadError::NotRegular);
+    }
+    if meta.len() > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular_file`] as UTF-8 text.
+pub fn read_regular_text(path: &std::path::Path, limit: u64) -> Result<String, ReadError> {
+    let bytes = read_regular_file(path, limit)?;
+    String::from_utf8(bytes).map_err(|e| {
+        ReadError::Io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it is not text (invalid UTF-8 at byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
+    })
+}
+
 /// The kernel's limit on mappings per process.
 pub fn max_map_count() -> Option<usize> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")
@@ -413,6 +502,28 @@ pub fn lock_file(path: &std::path::Path) -> io::Result<FileLock> {
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
         .map(|lock| FileLock { _lock: lock })
         .map_err(|(_, e)| io::Error::from(e))
+}
+
+/// Takes the exclusive lock on `path` (created if missing) if nobody holds it, without
+/// waiting: `None` if another process holds it. The holder's `note` (its pid, say) is
+/// then written into the file, where another process that finds the lock taken can read
+/// it ([`read_regular_text`]).
+pub fn try_lock_file(path: &std::path::Path, note: &str) -> io::Result<Option<FileLock>> {
+    use std::io::Write;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            lock.set_len(0)?;
+            lock.write_all(note.as_bytes())?;
+            Ok(Some(FileLock { _lock: lock }))
+        }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(io::Error::from(e)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -804,29 +915,86 @@ pub fn drop_alt_stack() {
 // ---------------------------------------------------------------------------------------
 
 /// Starts this binary again as a node process with `args`, the environment plus `env`, and
-/// the descriptors `keep` inherited at the same numbers. The child dies with SIGKILL if the
-/// launching thread's process dies first.
+/// the descriptors `keep` inherited at the same numbers. Never waits for the child: the
+/// launcher learns that it has `exec`ed from [`NodeProcess::exec_state`] (a stopped or
+/// stuck child cannot block the launcher, as `std::process::Command::spawn`, which waits
+/// for the `exec`, would). The child dies with SIGKILL if the launching thread's process
+/// dies first (PR_SET_PDEATHSIG, then a check that the parent is still the launcher).
+/// `stop_before_exec` (the test-only `DSM_TEST_STOP=N:before-exec`, see
+/// [`crate::launch`]) makes the child stop itself with SIGSTOP just before its `exec`.
 pub fn spawn_node_process(
     args: &[OsString],
     env: &[(String, String)],
     keep: &[RawFd],
-) -> io::Result<Child> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(exe);
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
+    stop_before_exec: bool,
+) -> io::Result<NodeProcess> {
+    use std::os::unix::ffi::OsStrExt;
+    let cstring = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an argument or environment variable holds a NUL byte",
+            )
+        })
+    };
+    // Everything the child needs is built before the fork: between fork and exec a child of
+    // a multithreaded process may only make async-signal-safe calls (no allocation).
+    let exe = cstring(std::env::current_exe()?.as_os_str().as_bytes())?;
+    let mut argv = vec![exe.clone()];
+    for a in args {
+        argv.push(cstring(a.as_bytes())?);
     }
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !env.iter().any(|(name, _)| k.as_bytes() == name.as_bytes()))
+        .collect();
+    vars.extend(env.iter().map(|(k, v)| (k.into(), v.into())));
+    let mut envp = Vec::with_capacity(vars.len());
+    for (k, v) in &vars {
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        envp.push(cstring(&kv)?);
+    }
+    let argv_ptrs: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_ptrs: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|e| e.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
     let keep: Vec<RawFd> = keep.to_vec();
-    let parent = std::process::id();
-    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
-    // functions (fcntl, prctl, getppid, _exit) on descriptors that stay open.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+    let parent = std::process::id() as libc::pid_t;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two descriptors for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two descriptors, owned by nobody else.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the child branch below calls only async-signal-safe functions (fcntl, prctl,
+    // getppid, sigprocmask, raise, execve, write, _exit) on memory built before the fork
+    // (argv, envp, keep, the empty signal set), and never returns into Rust code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: as above: the forked child, before exec.
+        unsafe {
+            let fail = |w: RawFd| -> ! {
+                let errno = *libc::__errno_location();
+                let _ = libc::write(w, (&errno as *const libc::c_int).cast(), 4);
+                libc::_exit(127)
+            };
+            let w = write_end.as_raw_fd();
             for &fd in &keep {
                 let flags = libc::fcntl(fd, libc::F_GETFD);
                 if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(io::Error::last_os_error());
+                    fail(w);
                 }
             }
             if libc::prctl(
@@ -837,15 +1005,157 @@ pub fn spawn_node_process(
                 0,
             ) != 0
             {
+                fail(w);
+            }
+            // The launcher may have died before the prctl: then nobody would kill us.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            // The launcher's threads may block signals; the program starts with none blocked.
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if stop_before_exec {
+                libc::raise(libc::SIGSTOP);
+            }
+            libc::execve(argv_ptrs[0], argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+            fail(w)
+        }
+    }
+    drop(write_end);
+    Ok(NodeProcess {
+        pid: pid as u32,
+        exec_pipe: Some(read_end),
+        status: None,
+    })
+}
+
+/// Whether a node process has started the program.
+#[derive(Debug)]
+pub enum ExecState {
+    /// Not yet: it is between fork and exec (or stopped there).
+    Pending,
+    /// It has `exec`ed (or died before; [`NodeProcess::try_wait`] then says how).
+    Done,
+    /// Its `exec` failed.
+    Failed(io::Error),
+}
+
+/// A node process started by [`spawn_node_process`]. Dropping one that has not been waited
+/// for kills and reaps it, so that no node outlives its launcher's view of it.
+#[derive(Debug)]
+pub struct NodeProcess {
+    pid: u32,
+    /// The read end of the exec-status pipe, until the exec is known to have happened.
+    exec_pipe: Option<OwnedFd>,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl NodeProcess {
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the child has `exec`ed, without waiting.
+    pub fn exec_state(&mut self) -> ExecState {
+        let Some(pipe) = &self.exec_pipe else {
+            return ExecState::Done;
+        };
+        let mut errno: libc::c_int = 0;
+        // SAFETY: errno is a valid 4-byte buffer; the pipe is non-blocking.
+        let n = unsafe { libc::read(pipe.as_raw_fd(), (&mut errno as *mut libc::c_int).cast(), 4) };
+        match n {
+            0 => {
+                self.exec_pipe = None;
+                ExecState::Done
+            }
+            4 => {
+                self.exec_pipe = None;
+                ExecState::Failed(io::Error::from_raw_os_error(errno))
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if n < 0 && e.kind() == io::ErrorKind::WouldBlock {
+                    ExecState::Pending
+                } else {
+                    self.exec_pipe = None;
+                    ExecState::Failed(e)
+                }
+            }
+        }
+    }
+
+    /// The child's exit status if it has ended, without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
+        if self.status.is_some() {
+            return Ok(self.status);
+        }
+        self.wait_inner(libc::WNOHANG)
+    }
+
+    /// Kills the child (SIGKILL, which also ends a stopped process) and reaps it.
+    pub fn kill_and_wait(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        kill_process(self.pid);
+        let _ = self.wait_inner(0);
+    }
+
+    fn wait_inner(&mut self, flags: libc::c_int) -> io::Result<Option<std::process::ExitStatus>> {
+        loop {
+            let mut status: libc::c_int = 0;
+            // SAFETY: status is a valid out-pointer; pid is our own child, not yet reaped.
+            let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, flags) };
+            if r == 0 {
+                return Ok(None);
+            }
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+            self.status = Some(status);
+            return Ok(Some(status));
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill_and_wait();
+    }
+}
+
+/// Makes a child started by `cmd` die with SIGKILL when the calling thread's process dies
+/// (PR_SET_PDEATHSIG, then a check that the parent is still this process, in case it died
+/// before the prctl): `table --jobs` starts its jobs so, and a table ended by a signal
+/// leaves no job running on.
+pub fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid, _exit).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
-            if libc::getppid() as u32 != parent {
+            if libc::getppid() != parent {
                 libc::_exit(1);
             }
             Ok(())
         });
     }
-    cmd.spawn()
 }
 
 /// Sends SIGKILL to a process (ignoring one that is already gone).

@@ -389,3 +389,36 @@ fn a_long_computation_between_runtime_entries_is_not_a_stall() {
         }
     }
 }
+
+/// A node that takes longer than the stall limit to set up (its data, before the start-up
+/// barrier) is not a stopped node, and neither are the nodes waiting for it in the
+/// barrier: in process mode a node beats during start-up, and in thread mode the
+/// heartbeats are watched once every node is past the barrier.
+#[test]
+fn a_slow_start_up_is_not_a_stall() {
+    for mode in [ExecMode::Processes, ExecMode::Threads] {
+        let mut c = Config::new(2, 1, CSM_NONE);
+        c.heap_bytes = 16 << 20;
+        c.mode = mode;
+        c.stall_timeout = std::time::Duration::from_secs(1);
+        let r = Cluster::new(c).run(|s| {
+            if s.node() == 1 {
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < std::time::Duration::from_millis(2500) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            let bar = s.barrier();
+            move |p| {
+                bar.wait(p);
+                true
+            }
+        });
+        match r {
+            Err(e) if e.is_other_run() => {}
+            Err(e) => panic!("{mode}: {e}"),
+            Ok(r) => assert!(r.results.iter().all(|&b| b)),
+        }
+    }
+}

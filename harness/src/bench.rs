@@ -233,7 +233,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     }))?;
     if let Some(r) = r {
         let one_way: f64 = serde_json::from_slice(&r[0])?;
-        println!("net ({mode}): remote-write one-way latency        {one_way:8.3} us");
+        outln!("net ({mode}): remote-write one-way latency        {one_way:8.3} us");
     }
 
     for (label, gap) in [
@@ -273,7 +273,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
         }))?;
         if let Some(r) = r {
             let rtt: f64 = serde_json::from_slice(&r[0])?;
-            println!("net ({mode}): null message round trip, {label:<8}  {rtt:8.3} us");
+            outln!("net ({mode}): null message round trip, {label:<8}  {rtt:8.3} us");
         }
     }
 
@@ -297,7 +297,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
         }))?;
         if let Some(r) = r {
             let t: f64 = serde_json::from_slice(&r[0])?;
-            println!("net ({mode}): broadcast write to {nodes} nodes          {t:8.3} us");
+            outln!("net ({mode}): broadcast write to {nodes} nodes          {t:8.3} us");
         }
     }
 
@@ -327,7 +327,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     let Some(r) = r else { return Ok(()) }; // the last run: nothing follows it
     let rates: Vec<(usize, f64)> = serde_json::from_slice(&r[1])?;
     for (size, mbs) in rates {
-        println!("net ({mode}): bandwidth, {size:>6}-byte writes     {mbs:9.1} MB/s");
+        outln!("net ({mode}): bandwidth, {size:>6}-byte writes     {mbs:9.1} MB/s");
     }
     Ok(())
 }
@@ -367,9 +367,9 @@ fn timed_config(
 /// write fault includes the fault and a protection change besides the twin: it is not.
 fn compare_table2(measured: &[(Protocol, ProtoTimes)], timing: &Timing) {
     let mprotect = timing.platform.host.mprotect_ns as f64 / 1e3;
-    println!();
-    println!("Beside Stets et al., Table 2 and section 3.1 (null message round trip 15 us by construction of the network profile):");
-    println!("  {:<12} {:<52} {:>9} {:>9} {:>7}", "variant", "operation", "ours us", "paper us", "ratio");
+    outln!();
+    outln!("Beside Stets et al., Table 2 and section 3.1 (null message round trip 15 us by construction of the network profile):");
+    outln!("  {:<12} {:<52} {:>9} {:>9} {:>7}", "variant", "operation", "ours us", "paper us", "ratio");
     let mut misses = 0;
     for (v, t) in measured {
         let mc = v.data == dsm::DataStrategy::RemoteWrite;
@@ -386,14 +386,14 @@ fn compare_table2(measured: &[(Protocol, ProtoTimes)], timing: &Timing) {
             let ratio = ours / paper;
             let off = (ratio - 1.0).abs() > 0.25;
             misses += off as usize;
-            println!(
+            outln!(
                 "  {:<12} {what:<52} {ours:>9.1} {paper:>9.1} {ratio:>7.2}{}",
                 v.name,
                 if off { "  more than 25% off" } else { "" }
             );
         }
     }
-    println!("  {misses} row(s) more than 25% off the paper");
+    outln!("  {misses} row(s) more than 25% off the paper");
 }
 
 /// Times per operation (us), measured on processor 1 (node 1) unless said otherwise.
@@ -541,51 +541,51 @@ fn bench_proto(
             v.name, timing.platform.name, timing.network.name
         ),
     };
-    println!(
+    outln!(
         "proto {tag}: page fetch (read fault, remote home)  {:8.2} us",
         t.page_fetch
     );
-    println!(
+    outln!(
         "proto {tag}: write fault with twin                 {:8.2} us",
         t.write_fault_twin
     );
-    println!(
+    outln!(
         "proto {tag}: release with a diff of one word       {:8.2} us",
         t.diff_word
     );
-    println!(
+    outln!(
         "proto {tag}: release with a diff of 1% of a page   {:8.2} us",
         t.diff_1
     );
-    println!(
+    outln!(
         "proto {tag}: release with a diff of 10%            {:8.2} us",
         t.diff_10
     );
-    println!(
+    outln!(
         "proto {tag}: release with a diff of 100%           {:8.2} us",
         t.diff_100
     );
-    println!(
+    outln!(
         "proto {tag}: release of 64 dirty pages             {:8.2} us",
         t.release_64
     );
-    println!(
+    outln!(
         "proto {tag}: lock acquire, uncontended, remote     {:8.2} us",
         t.lock_uncontended
     );
-    println!(
+    outln!(
         "proto {tag}: lock acquire, contended by 2 nodes    {:8.2} us",
         t.lock_contended
     );
-    println!(
+    outln!(
         "proto {tag}: barrier, 2 nodes                      {:8.2} us",
         t.barrier
     );
     if let Some(b4) = b4 {
-        println!("proto {tag}: barrier, 4 nodes                      {b4:8.2} us");
+        outln!("proto {tag}: barrier, 4 nodes                      {b4:8.2} us");
     }
     if let Some(b) = b32 {
-        println!("proto {tag}: barrier, 8 nodes x 4                  {b:8.2} us");
+        outln!("proto {tag}: barrier, 8 nodes x 4                  {b:8.2} us");
     }
     let mut t = t;
     t.barrier_32 = b32.unwrap_or(f64::NAN);
@@ -700,11 +700,11 @@ fn bench_migration(
         );
     }
     let t = &report.results[1];
-    println!(
+    outln!(
         "proto {tag}: page fetch (read fault, remote home)  {:8.2} us",
         t.page_fetch
     );
-    println!(
+    outln!(
         "proto {tag}: write fault migrating the home        {:8.2} us  ({:.2}x the page fetch; {} migrations ({} attempts))",
         t.migrating_write,
         t.migrating_write / t.page_fetch,
@@ -814,13 +814,13 @@ fn bench_adb(
             check(&report)?;
             let res = &report.results;
             let c = &report.counters;
-            println!(
+            outln!(
                 "proto {tag}: serve 1 page to {} readers at once {:8.2} us  (an empty barrier, {:.2} us, subtracted)",
                 nodes - 1,
                 res[0].serve_all.unwrap_or(f64::NAN),
                 res[0].barrier.unwrap_or(f64::NAN)
             );
-            println!(
+            outln!(
                 "proto {tag}: read fault in that burst, per reader  {:8.2} us  (pages broadcast {}, broadcast hits {} of {} reads)",
                 median_f(res[1..].iter().filter_map(|t| t.read)),
                 c.pages_broadcast,
@@ -878,14 +878,14 @@ fn bench_adb(
     let c = &report.counters;
     let fetch = res[1].read.unwrap_or(f64::NAN);
     let publish = res[2].read.unwrap_or(f64::NAN);
-    println!("proto {tag}: read fault, plain fetch               {fetch:8.2} us");
-    println!(
+    outln!("proto {tag}: read fault, plain fetch               {fetch:8.2} us");
+    outln!(
         "proto {tag}: read fault, fetch that publishes      {publish:8.2} us  ({:.2}x the plain fetch)",
         publish / fetch
     );
     if nodes >= 4 {
         let hit = median_f(res[3..].iter().filter_map(|t| t.read));
-        println!(
+        outln!(
             "proto {tag}: read fault from the broadcast buffer  {hit:8.2} us  ({:.2}x the plain fetch; pages broadcast {}, broadcast hits {} of {} reads expected){}",
             hit / fetch,
             c.pages_broadcast,
@@ -898,7 +898,7 @@ fn bench_adb(
             }
         );
     } else {
-        println!(
+        outln!(
             "proto {tag}: pages broadcast {}, broadcast hits {} (no reader follows the publishing one)",
             c.pages_broadcast, c.broadcast_hits
         );

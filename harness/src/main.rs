@@ -1,6 +1,25 @@
 //! `cashmere`: run the applications under the protocol variants, print the network
 //! profiles, and measure the basic operations.
 
+/// `print!` for the command's output: a write that fails (`> /dev/full`) ends the command
+/// with `cashmere: cannot write standard output: ...` and exit status 1, not a panic. A
+/// closed pipe still ends it quietly (SIGPIPE, see `main`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for the command's output, as [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod apps;
 mod bench;
 mod paper;
@@ -61,6 +80,22 @@ fn main() {
         eprintln!("cashmere: {}", error_text(&e));
         std::process::exit(1);
     }
+    if let Err(e) = std::io::Write::flush(&mut std::io::stdout()) {
+        stdout_failed(&e);
+    }
+}
+
+/// Writes the command's output (see [`out!`]).
+fn write_out(args: std::fmt::Arguments<'_>) {
+    if let Err(e) = std::io::Write::write_fmt(&mut std::io::stdout().lock(), args) {
+        stdout_failed(&e);
+    }
+}
+
+/// Ends the command on a failed write of its output.
+fn stdout_failed(e: &std::io::Error) -> ! {
+    eprintln!("cashmere: cannot write standard output: {e}");
+    std::process::exit(1);
 }
 
 /// The error and its causes joined with ": ", leaving out a cause whose text the message
@@ -81,9 +116,17 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 fn print_profiles() {
-    println!(
+    outln!(
         "{:<10} {:<34} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8} {:>10}  features",
-        "name", "network", "lat us", "MB/s", "packet", "send us", "recv us", "bcast us", "space"
+        "name",
+        "network",
+        "lat us",
+        "MB/s",
+        "packet",
+        "send us",
+        "recv us",
+        "bcast us",
+        "space"
     );
     for p in dsm::net::profile::all() {
         let space = if p.address_space_bytes == u64::MAX {
@@ -91,7 +134,7 @@ fn print_profiles() {
         } else {
             format!("{} MiB", p.address_space_bytes >> 20)
         };
-        println!(
+        outln!(
             "{:<10} {:<34} {:>9.2} {:>10.1} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>10}  {}",
             p.name,
             p.title,
@@ -105,8 +148,8 @@ fn print_profiles() {
             p.features
         );
     }
-    println!();
+    outln!();
     for p in dsm::net::profile::all() {
-        println!("{:<10} source: {}", p.name, p.source);
+        outln!("{:<10} source: {}", p.name, p.source);
     }
 }

@@ -16,11 +16,11 @@ pub struct PlatformsArgs {
 pub fn platforms(a: PlatformsArgs) -> anyhow::Result<()> {
     if let Some(which) = a.dump {
         let p = platform::resolve(&which).map_err(anyhow::Error::msg)?;
-        print!("{}", platform::to_file_text(&p));
+        out!("{}", platform::to_file_text(&p));
         return Ok(());
     }
     let all = platform::builtin();
-    println!(
+    outln!(
         "{:<16} {:<9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8}  apps timed",
         "name",
         "network",
@@ -36,12 +36,12 @@ pub fn platforms(a: PlatformsArgs) -> anyhow::Result<()> {
     for p in &all {
         print_row(p);
     }
-    println!();
+    outln!();
     for p in &all {
-        println!("{}: {}", p.name, p.title);
-        println!("  source: {}", p.source);
+        outln!("{}: {}", p.name, p.title);
+        outln!("  source: {}", p.source);
     }
-    println!(
+    outln!(
         "\nPer-byte costs are ns per byte. `cashmere platforms --dump NAME > my.toml` writes a \
          platform as a file to edit; run with `--clock modeled --platform my.toml`."
     );
@@ -51,7 +51,7 @@ pub fn platforms(a: PlatformsArgs) -> anyhow::Result<()> {
 fn print_row(p: &Platform) {
     let h = &p.host;
     let us = |ns: u64| ns as f64 / 1e3;
-    println!(
+    outln!(
         "{:<16} {:<9} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>7.2} {:>8.2} {:>8.1} {:>8.1}  {}",
         p.name,
         p.network_summary(),

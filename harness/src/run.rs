@@ -320,9 +320,21 @@ pub(crate) fn check_memory(app: &dyn App, params: &Params, config: &Config) -> a
     let data = app.data_bytes(params)?;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let mib = |b: u64| b.div_ceil(1 << 20);
-    if data > config.heap_bytes as u64 {
+    let note = app
+        .data_note(params)
+        .map_or(String::new(), |n| format!("; {n}"));
+    if data > dsm::MAX_HEAP_BYTES as u64 {
         bail!(
-            "{} with these parameters has a data set of about {} MiB, more than the shared heap of {} MiB per node; raise it with --heap-mb {} (or DSM_HEAP_MB), or choose a smaller size or parameters",
+            "{} with these parameters has a data set of about {:.1} GiB, more than the largest shared heap a node can have ({} MiB){note}; choose a smaller size or parameters",
+            app.name(),
+            gib(data),
+            dsm::MAX_HEAP_BYTES >> 20
+        );
+    }
+    if data > config.heap_bytes as u64 {
+        let or = if note.is_empty() { "" } else { "or " };
+        bail!(
+            "{} with these parameters has a data set of about {} MiB, more than the shared heap of {} MiB per node{note}; {or}raise it with --heap-mb {} (or DSM_HEAP_MB), or choose a smaller size or parameters",
             app.name(),
             mib(data),
             config.heap_bytes >> 20,
@@ -334,7 +346,7 @@ pub(crate) fn check_memory(app: &dyn App, params: &Params, config: &Config) -> a
     if let Some(total) = dsm::sys::total_memory_bytes() {
         if need > total {
             bail!(
-                "{} with these parameters needs about {:.1} GiB of memory (a data set of {:.1} GiB, once for the sequential run and once per node), more than this machine's {:.1} GiB; choose a smaller --size or smaller parameters",
+                "{} with these parameters needs about {:.1} GiB of memory (a data set of {:.1} GiB, once for the sequential run and once per node), more than this machine's {:.1} GiB{note}; choose a smaller --size or smaller parameters",
                 app.name(),
                 gib(need),
                 gib(data),
@@ -436,18 +448,18 @@ pub fn run_app(
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let Some(name) = a.app.as_deref() else {
         if a.help {
-            println!("Usage: cashmere run <APP> [options]\n\nApplications:");
+            outln!("Usage: cashmere run <APP> [options]\n\nApplications:");
             for app in apps::all() {
-                println!("  {:<10} {}", app.name(), app.description());
+                outln!("  {:<10} {}", app.name(), app.description());
             }
-            println!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE, --cpu-scale FACTOR");
+            outln!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE, --cpu-scale FACTOR");
             return Ok(());
         }
         bail!("name an application: cashmere run <APP> (cashmere run --help lists them)");
     };
     let app = apps::by_name(name)?;
     if a.help {
-        print!("{}", app_help(app));
+        out!("{}", app_help(app));
         return Ok(());
     }
     let size: Size = a.size.parse()?;
@@ -473,7 +485,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     } else {
         0.0
     };
-    println!(
+    outln!(
         "{} ({size}) on {} nodes x {} procs, {} over {} ({}, {}):",
         app.name(),
         config.nodes,
@@ -484,24 +496,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         config.backend
     );
     match &scale {
-        None => println!("  clock: wall"),
-        Some(s) => println!(
+        None => outln!("  clock: wall"),
+        Some(s) => outln!(
             "  clock: modeled, platform {} (network {}), CPU scale factor {s}",
             config.platform.name,
             config.platform.network_summary()
         ),
     }
-    println!(
+    outln!(
         "  sequential {:.3} s, parallel {:.3} s, speedup {speedup:.2}",
-        o.seq_s, o.par_s
+        o.seq_s,
+        o.par_s
     );
-    println!("  result: {}", o.par);
+    outln!("  result: {}", o.par);
     let c = &o.report.counters;
-    println!(
+    outln!(
         "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes in {} word runs), write notices {}, messages {}, broadcasts {}",
         c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.diff_runs, c.write_notices, c.messages, c.broadcasts
     );
-    println!(
+    outln!(
         "  migrations {} ({} attempts), redirects {}, pages broadcast {} / broadcast hits {}, notice overflows {}, deferred messages {}, stale drops {}",
         c.migrations,
         c.migration_attempts,
@@ -524,7 +537,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             t
         });
     let pct = |x: u64| 100.0 * x as f64 / total.total_ns().max(1) as f64;
-    println!(
+    outln!(
         "  time: user {:.1}%, protocol {:.1}%, wait {:.1}%, message {:.1}%",
         pct(total.user_ns),
         pct(total.protocol_ns),
@@ -565,8 +578,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     match &o.verified {
-        Ok(()) => println!("  verified: the parallel result matches the sequential one"),
-        Err(m) => println!("  verified: NO: {m}"),
+        Ok(()) => outln!("  verified: the parallel result matches the sequential one"),
+        Err(m) => outln!("  verified: NO: {m}"),
     }
     if let Err(m) = o.verified {
         bail!("verification failed: {m}");
@@ -689,7 +702,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     let node = dsm::launch::is_node_process();
     if let (false, Some((_, _, c))) = (node, runs.first()) {
         if c.clock == ClockMode::Modeled {
-            println!(
+            outln!(
                 "clock: modeled, platform {} (network {}); seq s and par s are virtual",
                 c.platform.name,
                 c.platform.network_summary()
@@ -697,7 +710,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
         }
     }
     if !node {
-        println!(
+        outln!(
             "{:<10} {:<11} {:>8} {:>8} {:>7} {:>8} {:>6} {:>6} {:>6} {:>8} {:>12} {:>10}  result",
             "app",
             "variant",
@@ -724,7 +737,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
                     continue;
                 }
                 if !node {
-                    println!("{:<10} {:<11} error: {e:#}", app.name(), proto.name);
+                    outln!("{:<10} {:<11} error: {e:#}", app.name(), proto.name);
                 }
                 failures.push(format!("{} under {}: {e:#}", app.name(), proto.name));
             }
@@ -742,7 +755,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
                 } else {
                     "-".to_string()
                 };
-                println!(
+                outln!(
                     "{:<10} {:<11} {:>8.3} {:>8.3} {:>7.2} {:>8} {:>6} {:>6} {:>6} {:>8} {:>12} {:>10}  {}",
                     app.name(),
                     proto.name,

@@ -386,6 +386,9 @@ struct Entry {
     measured: String,
 }
 
+/// The largest cache file read: an entry is some 300 bytes.
+const MAX_CACHE_FILE_BYTES: u64 = 16 << 20;
+
 /// The cache file's contents.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Cache {
@@ -403,9 +406,9 @@ impl Cache {
     /// The cache at `path`: empty if there is none; a file that cannot be read or parsed
     /// is reported through `say` and taken as empty.
     fn load(path: &Path, say: &mut dyn FnMut(String)) -> Cache {
-        let text = match std::fs::read_to_string(path) {
+        let text = match dsm::sys::read_regular_text(path, MAX_CACHE_FILE_BYTES) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Cache::default(),
+            Err(e) if e.is_not_found() => return Cache::default(),
             Err(e) => {
                 say(format!(
                     "cannot read the cache file {}: {e}; measuring again",
@@ -684,6 +687,43 @@ mod tests {
                 "{garbage}: the cache was not rewritten: {quiet:?}"
             );
             assert_eq!(reread.entries.len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_cache_that_is_not_a_bounded_regular_file_is_not_read() {
+        let dir = TempDir::new("fifo");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let fifo = dir.0.join("sequential.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let big = dir.0.join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(17 << 20)
+            .unwrap();
+        for (file, want) in [
+            (fifo, "not a regular file"),
+            (big, "larger than the limit of 16 MiB"),
+        ] {
+            // In a thread, so that a read that blocks fails the test instead of hanging it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let path = file.clone();
+            std::thread::spawn(move || {
+                let mut said = Vec::new();
+                let cache = Cache::load(&path, &mut |l| said.push(l));
+                let _ = tx.send((cache.entries.len(), said));
+            });
+            let (entries, said) = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("reading {} blocked", file.display()));
+            assert_eq!(entries, 0);
+            assert_eq!(said.len(), 1, "{said:?}");
+            assert!(said[0].contains(&file.display().to_string()), "{said:?}");
+            assert!(said[0].contains(want), "{said:?}");
         }
     }
 

@@ -81,7 +81,7 @@ pub struct TableArgs {
     #[arg(long)]
     pub heap_mb: Option<String>,
     /// Runs of each cell, of which the fastest verified one is kept (the paper reports
-    /// the lowest of three, section 3.1).
+    /// the lowest of three, section 3.1); at most 100.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
     /// How many apps run at once, each in a process of its own bound to a CPU of its own
@@ -131,6 +131,12 @@ impl std::fmt::Display for HomesMode {
 
 /// The variant whose homes the others replay.
 const HOMES_FROM: &str = "CSM-DMS";
+
+/// The most runs of each cell (`--runs`).
+const MAX_RUNS: usize = 100;
+
+/// The largest kept cell file read: a cell is a few KiB of JSON.
+const MAX_CELL_FILE_BYTES: u64 = 16 << 20;
 
 /// The CPU a table job binds itself to (set by `--jobs` for the processes it starts).
 const JOB_CPU_VAR: &str = "CASHMERE_TABLE_CPU";
@@ -263,6 +269,8 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let jobs = jobs::count(a.jobs, &plan)?;
+    // Held until the table is written: one table at a time on an --out.
+    let _lock = lock_out(&plan.out)?;
     let mut runner = Runner::new(&plan, true)?;
     if jobs > 1 {
         jobs::run_apps(&plan, jobs)?;
@@ -271,6 +279,43 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
     }
     let cells = runner.run_all()?;
     output::finish(&plan, &cells)
+}
+
+/// Takes `OUT/.lock` (flock) for this table, so that two tables never write one `--out`
+/// at once (their cells' temporary files have the same names), and removes the temporary
+/// files a table that was killed left behind. A second table is refused, naming the
+/// first's pid. The jobs of `--jobs` and node processes do not lock: their parent holds it.
+fn lock_out(out: &Path) -> anyhow::Result<dsm::sys::FileLock> {
+    std::fs::create_dir_all(out).with_context(|| {
+        format!(
+            "--out: cannot create {}; give a writable directory",
+            out.display()
+        )
+    })?;
+    let path = out.join(".lock");
+    let lock = dsm::sys::try_lock_file(&path, &format!("pid {}", std::process::id()))
+        .with_context(|| format!("--out: cannot lock {}", path.display()))?;
+    let Some(lock) = lock else {
+        let holder = dsm::sys::read_regular_text(&path, 4096).unwrap_or_default();
+        let holder = match holder.trim() {
+            "" => "its pid not yet written".to_string(),
+            h => h.to_string(),
+        };
+        bail!(
+            "--out {}: another cashmere table ({holder}) is writing there now; wait for it to finish, or give another --out",
+            out.display()
+        );
+    };
+    for dir in ["cells", "homes"] {
+        if let Ok(entries) = std::fs::read_dir(out.join(dir)) {
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    Ok(lock)
 }
 
 /// Checks everything before any work: names, sizes, every variant's configuration on
@@ -310,6 +355,12 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
     let mut problems = Vec::new();
     if a.runs == 0 {
         problems.push("--runs must be at least 1".to_string());
+    }
+    if a.runs > MAX_RUNS {
+        problems.push(format!(
+            "--runs {}: at most {MAX_RUNS} runs of each cell (the paper takes the lowest of 3)",
+            a.runs
+        ));
     }
     if chosen_apps.is_empty() || protocols.is_empty() {
         problems.push("--apps and --variants each need at least one name".to_string());
@@ -449,11 +500,10 @@ impl Plan {
         let variant = config.protocol.name;
         let (homes, file) = self.homes_for(app.app.name(), variant);
         let homes_digest = match &file {
-            Some(path) => {
-                Some(digest(&std::fs::read(path).with_context(|| {
-                    format!("cannot read {}", path.display())
-                })?))
-            }
+            Some(path) => Some(digest(
+                &dsm::sys::read_regular_file(path, dsm::MAX_HOMES_FILE_BYTES)
+                    .with_context(|| format!("cannot read the homes file {}", path.display()))?,
+            )),
             None => None,
         };
         Ok(CellConfig {
@@ -577,7 +627,7 @@ impl<'a> Runner<'a> {
             for base in &self.plan.variants {
                 let config = self.plan.cell_config(app, base)?;
                 let label = format!("{} under {}", app.app.name(), base.protocol.name);
-                if let Some(cell) = self.kept_cell(&config) {
+                if let Some(cell) = self.kept_cell(&config)? {
                     self.kept += 1;
                     self.progress
                         .kept(&format!("{label}: kept, {}", output::cell_outcome(&cell)));
@@ -611,14 +661,14 @@ impl<'a> Runner<'a> {
         }
         self.progress.finish();
         if !self.from_jobs {
-            println!(
+            outln!(
                 "{} cell(s) run, {} cell(s) kept from {} (--force runs them again)",
                 self.ran,
                 self.kept,
                 self.plan.out.join("cells").display()
             );
         } else {
-            println!(
+            outln!(
                 "{} cell(s) from the jobs in {}, {} run here",
                 self.kept,
                 self.plan.out.join("cells").display(),
@@ -630,13 +680,27 @@ impl<'a> Runner<'a> {
 
     /// The cell on disk for `config`, if it finished under exactly this configuration
     /// (and, for the cell whose homes the others replay, its homes file is there).
-    fn kept_cell(&self, config: &CellConfig) -> Option<Cell> {
+    /// A cell file that cannot be read (missing, unreadable, not JSON) is run again; one
+    /// that is not a regular file or is larger than [`MAX_CELL_FILE_BYTES`] is an error
+    /// (it is not one this program wrote).
+    fn kept_cell(&self, config: &CellConfig) -> anyhow::Result<Option<Cell>> {
         if self.plan.force && !self.from_jobs {
-            return None;
+            return Ok(None);
         }
-        let text =
-            std::fs::read_to_string(self.plan.cell_path(&config.app, &config.variant)).ok()?;
-        let cell: Cell = serde_json::from_str(&text).ok()?;
+        let path = self.plan.cell_path(&config.app, &config.variant);
+        let text = match dsm::sys::read_regular_text(&path, MAX_CELL_FILE_BYTES) {
+            Ok(text) => text,
+            Err(e @ (dsm::sys::ReadError::NotRegular | dsm::sys::ReadError::TooLarge { .. })) => {
+                bail!(
+                    "kept cell {}: {e} for a cell file; this table did not write it: remove it, or run with --force to run every cell again",
+                    path.display()
+                )
+            }
+            Err(dsm::sys::ReadError::Io(_)) => return Ok(None),
+        };
+        let Ok(cell) = serde_json::from_str::<Cell>(&text) else {
+            return Ok(None);
+        };
         let homes_needed = config.variant == HOMES_FROM && self.plan.homes == HomesMode::Captured;
         let keep = if cell.errored() {
             // Run again, unless a job has just run it (and removed its homes).
@@ -644,7 +708,7 @@ impl<'a> Runner<'a> {
         } else {
             !homes_needed || self.plan.homes_path(&config.app).is_file()
         };
-        (cell.config == *config && keep).then_some(cell)
+        Ok((cell.config == *config && keep).then_some(cell))
     }
 
     /// The app's CPU scale factor: measured for the modeled clock, 1 for the wall clock.

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn binary() -> PathBuf {
     std::env::var_os("CASHMERE_TEST_BIN")
@@ -631,4 +632,621 @@ fn modeled_basic_operations_land_within_a_quarter_of_table_2() {
         "{}",
         o.stdout
     );
+}
+
+/// Runs `cashmere` with standard output and error to pipes, and fails the test (after
+/// killing it) if it has not ended within `limit`: a case that would hang fails instead.
+fn cashmere_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Outcome {
+    let mut child = command(args, env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the cashmere binary runs");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_for(&mut child, limit).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "cashmere {} did not end within {limit:?}: it hangs",
+            args.join(" ")
+        )
+    });
+    Outcome {
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Waits for `child` to end, at most `limit` (`None` if it has not).
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    wait_until(limit, || child.try_wait().unwrap())
+}
+
+/// Checks `ready` until it gives a value, at most `limit`.
+fn wait_until<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = ready() {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// As [`refused`], bounded in time.
+fn refused_within(args: &[&str], env: &[(&str, &str)], words: &[&str]) {
+    let o = cashmere_within(args, env, Duration::from_secs(60));
+    let what = format!("cashmere {} with {env:?}", args.join(" "));
+    assert_eq!(o.code, Some(1), "{what}: exit code\n{}", o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{what}: {}", o.stderr);
+    for w in words {
+        assert!(
+            o.stderr.contains(w),
+            "{what}: `{w}` missing from\n{}",
+            o.stderr
+        );
+    }
+}
+
+/// A FIFO at `path` (made anew).
+fn fifo(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success());
+}
+
+#[test]
+fn platform_and_homes_files_are_bounded_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = dir.path().join("pipe.toml");
+    fifo(&pipe);
+    let pipe = pipe.to_str().unwrap();
+    for file in [pipe, "/dev/zero", "/dev/urandom"] {
+        refused_within(
+            &["run", "sor", "--clock", "modeled", "--platform", file],
+            &[],
+            &["platform file", file, "not a regular file"],
+        );
+        refused_within(
+            &["table", "--size", "test", "--platform", file, "--out", pipe],
+            &[],
+            &["--platform", file, "not a regular file"],
+        );
+        refused_within(
+            &["run", "sor", "--homes", file],
+            &[],
+            &["homes file", file, "not a regular file"],
+        );
+    }
+    let big = dir.path().join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    refused_within(
+        &[
+            "run",
+            "sor",
+            "--clock",
+            "modeled",
+            "--platform",
+            big.to_str().unwrap(),
+        ],
+        &[],
+        &["platform file", "larger than the limit of 1 MiB"],
+    );
+    let big_homes = dir.path().join("big.homes");
+    std::fs::File::create(&big_homes)
+        .unwrap()
+        .set_len(257 << 20)
+        .unwrap();
+    refused_within(
+        &["run", "sor", "--homes", big_homes.to_str().unwrap()],
+        &[],
+        &["homes file", "larger than the limit of 256 MiB"],
+    );
+}
+
+#[test]
+fn a_kept_cell_that_is_not_a_regular_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    std::fs::create_dir_all(out.join("cells")).unwrap();
+    let cell = out.join("cells").join("sor__CSM-None.json");
+    fifo(&cell);
+    let args = [
+        "table",
+        "--apps",
+        "sor",
+        "--variants",
+        "CSM-None",
+        "--size",
+        "test",
+        "--nodes",
+        "1",
+        "--procs",
+        "1",
+        "--clock",
+        "wall",
+        "--out",
+    ];
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain([out.to_str().unwrap()])
+        .collect();
+    refused_within(
+        &args,
+        &[],
+        &[
+            "kept cell",
+            cell.to_str().unwrap(),
+            "not a regular file",
+            "--force",
+        ],
+    );
+    std::fs::remove_file(&cell).unwrap();
+    std::fs::File::create(&cell)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    refused_within(
+        &args,
+        &[],
+        &["kept cell", "larger than the limit of 16 MiB", "--force"],
+    );
+}
+
+#[test]
+fn water_spatial_counts_its_cell_grid_before_allocating() {
+    for cutoff in ["0.01", "0.0001", "1e-300"] {
+        refused_within(
+            &["run", "water-sp", "--param", &format!("cutoff={cutoff}")],
+            &[],
+            &["water-sp", "cells", "cutoff", "larger cutoff"],
+        );
+    }
+    // The cutoff from a deck.
+    let deck = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../apps/data/water/n512-p1.in"
+    ))
+    .unwrap();
+    assert!(deck.contains("6.212752"));
+    let deck = temp("deck-cutoff", &deck.replace("6.212752", "0.01"));
+    refused_within(
+        &["run", "water-sp", "--param", &format!("deck={deck}")],
+        &[],
+        &["water-sp", "the deck's", "cells", "larger cutoff"],
+    );
+    let _ = std::fs::remove_file(&deck);
+}
+
+#[test]
+fn runs_of_a_cell_are_bounded() {
+    refused_within(
+        &["table", "--size", "test", "--runs", "18446744073709551615"],
+        &[],
+        &["--runs 18446744073709551615", "at most 100"],
+    );
+    refused_within(
+        &["table", "--size", "test", "--runs", "101"],
+        &[],
+        &["at most 100"],
+    );
+}
+
+#[test]
+fn a_time_step_that_blows_up_fails_the_run_cleanly() {
+    refused_within(
+        &["run", "barnes", "--param", "dtime=1e300"],
+        &[],
+        &["barnes", "dtime", "too large"],
+    );
+}
+
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let table = [
+        "table",
+        "--apps",
+        "sor",
+        "--variants",
+        "CSM-None",
+        "--size",
+        "test",
+        "--nodes",
+        "1",
+        "--procs",
+        "1",
+        "--clock",
+        "wall",
+        "--out",
+    ];
+    let table: Vec<&str> = table
+        .iter()
+        .copied()
+        .chain([out.to_str().unwrap()])
+        .collect();
+    let run = ["run", "sor", "--nodes", "1", "--procs", "1"];
+    for args in [&["profiles"][..], &run, &table, &["platforms"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let o = command(args, &[])
+            .stdin(Stdio::null())
+            .stdout(full)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write standard output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` for stopped, `Z`...), `None` if it is
+/// gone.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Gone, or a zombie (ended; its new parent may not reap it).
+fn gone(pid: u32) -> bool {
+    matches!(proc_state(pid), None | Some('Z') | Some('X'))
+}
+
+/// The live descendants of `root`, with their states, from /proc.
+fn descendants(root: u32) -> Vec<(u32, char)> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid: u32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        parent_of.push((pid, ppid, state));
+    }
+    let mut family = vec![root];
+    let mut out = Vec::new();
+    while let Some(p) = family.pop() {
+        for &(pid, ppid, state) in &parent_of {
+            if ppid == p && !matches!(state, 'Z' | 'X') {
+                family.push(pid);
+                out.push((pid, state));
+            }
+        }
+    }
+    out
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Waits until every one of `pids` is gone; on the limit, kills the ones left (so that a
+/// failing test leaves nothing running) and fails.
+fn all_gone(pids: &[u32], what: &str) {
+    if wait_until(Duration::from_secs(30), || {
+        pids.iter().all(|&p| gone(p)).then_some(())
+    })
+    .is_none()
+    {
+        let left: Vec<u32> = pids.iter().copied().filter(|&p| !gone(p)).collect();
+        for &p in &left {
+            signal(p, "-KILL");
+        }
+        panic!("{what}: processes {left:?} were left running");
+    }
+}
+
+/// `cashmere run sor` in process mode on 4 nodes with node `node` stopped by the test-only
+/// `DSM_TEST_STOP` at `point`: the run fails within its limits with a report that names
+/// that node (and its pid, once it has one), and no node process is left.
+fn stopped_node_is_reported(node: usize, point: &str, words: &[&str]) {
+    let started = Instant::now();
+    let mut child = command(
+        &[
+            "run",
+            "sor",
+            "--exec",
+            "processes",
+            "--nodes",
+            "4",
+            "--procs",
+            "1",
+            "--stall-timeout",
+            "1",
+        ],
+        &[("DSM_TEST_STOP", &format!("{node}:{point}"))],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let err = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut { err }, &mut s);
+        s
+    });
+    // The four node processes, one of them stopped.
+    let family = wait_until(Duration::from_secs(60), || {
+        let d = descendants(child.id());
+        (d.len() == 4 && d.iter().any(|&(_, s)| s == 'T')).then_some(d)
+    });
+    let Some(family) = family else {
+        let left: Vec<u32> = descendants(child.id()).iter().map(|d| d.0).collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        for p in left {
+            signal(p, "-KILL");
+        }
+        panic!("{point}: no node process stopped (is DSM_TEST_STOP honoured?)");
+    };
+    let stopped = family.iter().find(|d| d.1 == 'T').unwrap().0;
+    let status = wait_for(&mut child, Duration::from_secs(60));
+    let pids: Vec<u32> = family.iter().map(|d| d.0).collect();
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        all_gone(&pids, point);
+        panic!("{point}: the launcher did not end: it hangs on the stopped node");
+    }
+    let stderr = err.join().unwrap();
+    assert_eq!(status.unwrap().code(), Some(1), "{point}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{point}: {stderr}");
+    let first = format!(": node {node} stopped responding: ");
+    assert!(
+        stderr.contains(&first),
+        "{point}: `{first}` missing from\n{stderr}"
+    );
+    for w in words {
+        assert!(stderr.contains(w), "{point}: `{w}` missing from\n{stderr}");
+    }
+    assert!(stderr.contains("--stall-timeout"), "{point}: {stderr}");
+    // The report names the process that was stopped (before the exec, the launcher's fork).
+    assert!(
+        stderr.contains(&format!("pid {stopped};")),
+        "{point}: the stopped process is {stopped}:\n{stderr}"
+    );
+    all_gone(&pids, point);
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{point}: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_node_stopped_before_it_execs_is_reported_within_the_start_up_limit() {
+    stopped_node_is_reported(
+        0,
+        "before-exec",
+        &["not started within 3 s", "between fork and exec"],
+    );
+}
+
+#[test]
+fn a_node_stopped_after_exec_is_reported_within_the_start_up_limit() {
+    stopped_node_is_reported(
+        1,
+        "after-exec",
+        &["not started within 3 s", "had not reached this cluster run"],
+    );
+}
+
+#[test]
+fn a_node_stopped_before_it_is_ready_is_the_one_reported() {
+    stopped_node_is_reported(
+        2,
+        "before-ready",
+        &[
+            "no heartbeat for 1 s",
+            "starting up, before the start-up barrier",
+        ],
+    );
+}
+
+#[test]
+fn the_test_stop_variable_is_checked() {
+    refused_within(
+        &[
+            "run",
+            "sor",
+            "--exec",
+            "processes",
+            "--nodes",
+            "2",
+            "--procs",
+            "1",
+        ],
+        &[("DSM_TEST_STOP", "0:later")],
+        &[
+            "DSM_TEST_STOP=`0:later`",
+            "before-exec, after-exec, before-ready",
+        ],
+    );
+}
+
+/// A table of two jobs in process mode whose clusters are held in start-up (each job's
+/// node 0 stopped before its exec): it runs until it is ended. Returns it and its
+/// processes (the jobs and their node processes).
+fn blocked_table(out: &std::path::Path) -> (std::process::Child, Vec<u32>) {
+    let mut child = command(
+        &[
+            "table",
+            "--apps",
+            "sor,tsp",
+            "--variants",
+            "CSM-None",
+            "--size",
+            "test",
+            "--nodes",
+            "2",
+            "--procs",
+            "1",
+            "--clock",
+            "wall",
+            "--exec",
+            "processes",
+            "--jobs",
+            "2",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[
+            ("DSM_TEST_STOP", "0:before-exec"),
+            ("DSM_STALL_TIMEOUT", "100"),
+        ],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let family = wait_until(Duration::from_secs(120), || {
+        let d = descendants(child.id());
+        (d.len() == 6 && d.iter().filter(|&&(_, s)| s == 'T').count() == 2).then_some(d)
+    });
+    let Some(family) = family else {
+        let left: Vec<u32> = descendants(child.id()).iter().map(|d| d.0).collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        for p in left {
+            signal(p, "-KILL");
+        }
+        panic!("the table's jobs never held a stopped node (is DSM_TEST_STOP honoured?)");
+    };
+    (child, family.iter().map(|d| d.0).collect())
+}
+
+#[test]
+fn a_table_ended_by_sigterm_takes_its_jobs_and_their_nodes_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (mut table, family) = blocked_table(&out);
+    // Two jobs, each with its two node processes.
+    assert_eq!(family.len(), 6, "{family:?}");
+    signal(table.id(), "-TERM");
+    let status = wait_for(&mut table, Duration::from_secs(30));
+    if status.is_none() {
+        let _ = table.kill();
+        let _ = table.wait();
+    }
+    all_gone(&family, "after SIGTERM to the table");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status.expect("the table ended")),
+        Some(15)
+    );
+    // Nothing half-written: every cell file there is whole JSON.
+    for e in std::fs::read_dir(out.join("cells")).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        assert!(
+            e.path().extension().is_some_and(|x| x == "json")
+                && text.parse::<serde_json::Value>().is_ok(),
+            "{}",
+            e.path().display()
+        );
+    }
+}
+
+#[test]
+fn a_second_table_on_the_same_out_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (mut first, family) = blocked_table(&out);
+    let second = cashmere_within(
+        &[
+            "table",
+            "--apps",
+            "sor",
+            "--variants",
+            "CSM-None",
+            "--size",
+            "test",
+            "--nodes",
+            "1",
+            "--procs",
+            "1",
+            "--clock",
+            "wall",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    signal(first.id(), "-KILL");
+    let _ = first.wait();
+    all_gone(&family, "after the first table was killed");
+    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    for w in [
+        "another cashmere table",
+        &format!("pid {}", first.id()),
+        "wait for it to finish, or give another --out",
+    ] {
+        assert!(
+            second.stderr.contains(w),
+            "`{w}` missing from\n{}",
+            second.stderr
+        );
+    }
+    // Once the first is gone, the same table runs.
+    let third = cashmere_within(
+        &[
+            "table",
+            "--apps",
+            "sor",
+            "--variants",
+            "CSM-None",
+            "--size",
+            "test",
+            "--nodes",
+            "1",
+            "--procs",
+            "1",
+            "--clock",
+            "wall",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert_eq!(third.code, Some(0), "{}", third.stderr);
 }

@@ -219,42 +219,47 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     let mut mine = Vec::with_capacity(n);
     let mut first = None;
     let mut last = None;
-    // Timed as the parallel run: the steps, not generating the bodies.
+    // Timed as the parallel run: the steps, not generating the bodies. The region ends
+    // also when a step fails (the tree's error is then the run's).
     app_common::timing::start();
-    for step in 0..cfg.nsteps {
-        // The halves of `cost_halves`: even steps read the first and write the second.
-        let (h0, h1) = cost.split_at_mut(n);
-        let (cost_r, cost_w) = if step % 2 == 0 {
-            (&*h0, h1)
-        } else {
-            (&*h1, h0)
-        };
-        let cube = Cube::around(&pos);
-        let ncell = tree::build_tree(cube, &pos, &mut store.as_mut()).map_err(tree_error)?;
-        tree::compute_cofm(&mut store.as_mut(), ncell, &pos, &mass, cost_r);
-        partition::costzone(store.view(cube), cost_r, 0, 1, &mut mine);
-        let out = ForceOut {
-            acc: &mut acc,
-            phi: &mut phi,
-            vel: &mut vel,
-            kin: &mut kin,
-            cost: cost_w,
-        };
-        force::force_phase(
-            store.view(cube),
-            &pos,
-            &mass,
-            &mine,
-            step == 0,
-            cfg.force,
-            out,
-        );
-        let e = force::energies(&mass, &phi, &kin);
-        first.get_or_insert(e);
-        last = Some((e, cost_w.iter().sum::<u64>(), ncell));
-        force::advance(&mine, &mut pos, &mut vel, &acc, cfg.force.dtime);
-    }
+    let steps = (|| -> Result<(), AppError> {
+        for step in 0..cfg.nsteps {
+            // The halves of `cost_halves`: even steps read the first and write the second.
+            let (h0, h1) = cost.split_at_mut(n);
+            let (cost_r, cost_w) = if step % 2 == 0 {
+                (&*h0, h1)
+            } else {
+                (&*h1, h0)
+            };
+            let cube = Cube::around(&pos);
+            let ncell = tree::build_tree(cube, &pos, &mut store.as_mut()).map_err(tree_error)?;
+            tree::compute_cofm(&mut store.as_mut(), ncell, &pos, &mass, cost_r);
+            partition::costzone(store.view(cube), cost_r, 0, 1, &mut mine);
+            let out = ForceOut {
+                acc: &mut acc,
+                phi: &mut phi,
+                vel: &mut vel,
+                kin: &mut kin,
+                cost: cost_w,
+            };
+            force::force_phase(
+                store.view(cube),
+                &pos,
+                &mass,
+                &mine,
+                step == 0,
+                cfg.force,
+                out,
+            );
+            let e = force::energies(&mass, &phi, &kin);
+            first.get_or_insert(e);
+            last = Some((e, cost_w.iter().sum::<u64>(), ncell));
+            force::advance(&mine, &mut pos, &mut vel, &acc, cfg.force.dtime);
+        }
+        Ok(())
+    })();
     app_common::timing::stop();
+    steps?;
     let (last, interactions, cells) = last.expect("at least one step");
     Ok(Outcome {
         first: first.expect("at least one step"),

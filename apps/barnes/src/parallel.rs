@@ -176,6 +176,9 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
         }
         bar.wait(p);
         if a.status.get(0) != 0 {
+            // Every processor ends its timed region, so that the run reports the tree's
+            // error rather than an unfinished region.
+            p.stop_timing();
             return failure.map(Err);
         }
         // Phase 2: costzones and forces for my bodies.

@@ -111,44 +111,25 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// Reads an input file as text. Only regular files of at most [`MAX_INPUT_BYTES`] are
 /// read (a device such as `/dev/zero` or a FIFO could be read without end).
 pub fn read_input(path: &std::path::Path) -> Result<String, AppError> {
-    use std::io::Read;
-    let io = |source| AppError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let bad = |why: String| AppError::BadInput {
-        path: path.to_path_buf(),
-        why,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        return Err(bad(
-            "it is not a regular file (a directory, device or pipe); give the path of an input file".into(),
-        ));
-    }
-    let too_large = || {
-        bad(format!(
-            "it is larger than the limit of {} MiB for input files; inputs of this size are not supported",
-            MAX_INPUT_BYTES >> 20
-        ))
-    };
-    if meta.len() > MAX_INPUT_BYTES {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(too_large());
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        bad(format!(
-            "it is not text (invalid UTF-8 at byte {})",
-            e.utf8_error().valid_up_to()
-        ))
+    dsm::sys::read_regular_text(path, MAX_INPUT_BYTES).map_err(|e| match e {
+        dsm::sys::ReadError::Io(source) if source.kind() != std::io::ErrorKind::InvalidData => {
+            AppError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+        dsm::sys::ReadError::NotRegular => AppError::BadInput {
+            path: path.to_path_buf(),
+            why: format!("{e}; give the path of an input file"),
+        },
+        dsm::sys::ReadError::TooLarge { .. } => AppError::BadInput {
+            path: path.to_path_buf(),
+            why: format!("{e} for input files; inputs of this size are not supported"),
+        },
+        dsm::sys::ReadError::Io(_) => AppError::BadInput {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        },
     })
 }
 
@@ -163,6 +144,12 @@ pub trait App: Sync {
     /// Bytes of the app's main data set under `params` (one copy), estimated from below,
     /// so that a run that cannot fit this machine's memory is refused before it allocates.
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError>;
+    /// What makes the data set under `params` large, when a parameter other than the
+    /// input's size does (Water-spatial's cell grid): added to the message that refuses
+    /// a data set that cannot fit.
+    fn data_note(&self, _params: &Params) -> Option<String> {
+        None
+    }
     /// Runs the sequential version, which links no DSM code. It marks its timed region
     /// ([`timing::start`], [`timing::stop`]) where the parallel version's processors mark
     /// theirs, so that the speedup compares the same part of both runs.

@@ -292,6 +292,50 @@ fn check_fields(sequential: &AppResult, parallel: &AppResult) -> Result<(), Mism
         .done()
 }
 
+/// Bytes of Water-spatial's cell grid per cell, from below: the list head (an i64 in the
+/// shared heap and in the sequential run's lists) and the cell's lock.
+const GRID_BYTES_PER_CELL: u64 = 16;
+
+/// Water-spatial's cell grid as the parameters give it, in floating point (so that a
+/// tiny cutoff's grid is measured, not overflowed).
+struct GridSize {
+    cutoff: f64,
+    boxl: f64,
+    per_side: f64,
+}
+
+impl GridSize {
+    fn cells(&self) -> f64 {
+        self.per_side.powi(3)
+    }
+
+    fn bytes(&self) -> f64 {
+        self.cells() * GRID_BYTES_PER_CELL as f64
+    }
+}
+
+/// The grid of `params` (the deck is read for a `deck` cutoff); `None` for a cutoff that
+/// [`setup`] refuses, which then says why.
+fn grid_of(params: &Params) -> Result<Option<GridSize>, AppError> {
+    let nmol = params.get_in::<usize>("molecules", 1, 1 << 20)?;
+    let cutoff = if params.str("cutoff")? == "deck" {
+        deck::read_deck(&app_common::resolve_input(params.str("deck")?))?.cutoff
+    } else {
+        params.get::<f64>("cutoff")?
+    };
+    if !(cutoff >= 0.0 && cutoff.is_finite()) {
+        return Ok(None);
+    }
+    let boxl = physics::box_length(nmol);
+    let used = physics::effective_cutoff(boxl, cutoff);
+    Ok(Some(GridSize {
+        cutoff,
+        boxl,
+        // As `sp::Grid::new`: floor(BOXL / CUTOFF), at least 1.
+        per_side: (boxl / used).floor().max(1.0),
+    }))
+}
+
 /// SPLASH-2 Water-nsquared.
 #[derive(Debug)]
 pub struct WaterNsq;
@@ -364,8 +408,37 @@ impl App for WaterSp {
 
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
         let nmol = params.get_in::<u64>("molecules", 1, 1 << 20)?;
-        // Three atoms, three directions, the predictor-corrector's derivatives and forces.
-        Ok(nmol * 600)
+        // Three atoms, three directions, the predictor-corrector's derivatives and forces;
+        // and the cell grid.
+        let grid = grid_of(params)?.map_or(0.0, |g| g.bytes());
+        Ok((nmol * 600).saturating_add(grid as u64))
+    }
+
+    fn data_note(&self, params: &Params) -> Option<String> {
+        let g = grid_of(params).ok()??;
+        let mols = params.get::<u64>("molecules").ok()? as f64 * 600.0;
+        let short = |x: f64| {
+            if x < 1e6 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.3e}")
+            }
+        };
+        let cutoff = params.str("cutoff").ok()?;
+        let cutoff = if cutoff == "deck" {
+            format!("{} (the deck's)", g.cutoff)
+        } else {
+            cutoff.to_string()
+        };
+        (g.bytes() > mols).then(|| {
+            format!(
+                "the cutoff {cutoff} angstrom divides the box of {:.3} angstrom into {}^3 = {} cells, {} GiB of cell lists and locks at {GRID_BYTES_PER_CELL} bytes a cell at least: choose a larger cutoff (the shipped deck's is 6.212752; 0 takes half the box)",
+                g.boxl,
+                short(g.per_side),
+                short(g.cells()),
+                short(g.bytes() / (1u64 << 30) as f64),
+            )
+        })
     }
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {

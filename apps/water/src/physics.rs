@@ -111,6 +111,18 @@ pub struct System {
     pcc: [f64; MAXODR],
 }
 
+/// The side of the cubic box of `nmol` molecules, in angstrom.
+pub fn box_length(nmol: usize) -> f64 {
+    (nmol as f64 * WTMOL * UNITM / RHO).powf(1.00 / 3.00) / UNITL
+}
+
+/// The cutoff radius the simulation uses for the parameter `cutoff` (angstrom): half the
+/// box for 0, at most 11.
+pub fn effective_cutoff(boxl: f64, cutoff: f64) -> f64 {
+    let cutoff = if cutoff == 0.0 { boxl * 0.50 } else { cutoff };
+    cutoff.min(11.0)
+}
+
 impl System {
     /// `tstep_s` in seconds; `cutoff` in angstrom, 0 for half the box (at most 11).
     pub fn new(nmol: usize, tstep_s: f64, norder: usize, cutoff: f64) -> Result<System, AppError> {
@@ -129,16 +141,9 @@ impl System {
         let ul = UNITL / UNITT;
         let fpot = UNITM * (ul * ul) / (BOLTZ * TEMP * natmo);
         let fkin = fpot * 0.50 / (tstep * tstep);
-        let boxl = (nmol as f64 * WTMOL * UNITM / RHO).powf(1.00 / 3.00) / UNITL;
+        let boxl = box_length(nmol);
         let boxh = boxl * 0.50;
-        let mut cutoff = if cutoff == 0.0 {
-            boxh.max(cutoff)
-        } else {
-            cutoff
-        };
-        if cutoff > 11.0 {
-            cutoff = 11.0;
-        }
+        let cutoff = effective_cutoff(boxl, cutoff);
         let ref1 = -QQ / (cutoff * cutoff * cutoff);
         let mut pred = [[0.0; MAXODR]; MAXODR];
         for (func, row) in pred.iter_mut().enumerate() {

@@ -574,6 +574,14 @@ impl Fabric {
         self.header().heartbeat[node].0.load(Ordering::Relaxed)
     }
 
+    /// Bumps `node`'s heartbeat: a node process's start-up beat does, until its service
+    /// thread takes over (see [`crate::launch`]).
+    pub(crate) fn beat(&self, node: usize) {
+        self.header().heartbeat[node]
+            .0
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The first failure recorded with [`Fabric::fail`].
     pub fn abort_origin(&self) -> AbortOrigin {
         let h = self.header();

@@ -7,6 +7,10 @@
 //! memory mappings (`vm.max_map_count`, which per-page protections fill) nor its
 //! scheduler. The children write their cells to `OUT/cells` as any table does, and the
 //! parent then takes them from there, as a resumed table would, and writes the table.
+//! A job dies with the table (SIGKILL on the parent's death, `dsm::sys::die_with_parent`),
+//! and its node processes with it; the cells it had finished are whole files (each is
+//! written beside and renamed), and a temporary file it leaves is removed by the next
+//! table on the same `--out`.
 
 use super::Plan;
 use anyhow::Context;
@@ -60,6 +64,8 @@ pub fn run_apps(plan: &Plan, jobs: usize) -> anyhow::Result<()> {
                 };
                 let mut cmd = Command::new(exe);
                 cmd.args(args).arg("--apps").arg(app);
+                // A table ended by a signal takes its jobs with it.
+                dsm::sys::die_with_parent(&mut cmd);
                 if let Some(cpu) = cpu {
                     cmd.env(super::JOB_CPU_VAR, cpu.to_string());
                 }

@@ -27,17 +27,17 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
     let grid = table4_grid(&apps, &variants, cells);
     let heading = heading(plan, cells);
 
-    println!("\n{heading}\n");
-    print!("{}", render_text(&grid));
-    println!();
+    outln!("\n{heading}\n");
+    out!("{}", render_text(&grid));
+    outln!();
     let notes: Vec<String> = [computation_line(&apps, cells), interval_line(&apps, cells)]
         .into_iter()
         .flatten()
         .collect();
-    print!("{}", summary_lines(&summary).join("\n"));
-    println!();
+    out!("{}", summary_lines(&summary).join("\n"));
+    outln!();
     for line in &notes {
-        println!("{line}");
+        outln!("{line}");
     }
 
     let out = &plan.out;
@@ -50,7 +50,7 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
     write(&out.join("table.csv"), &csv(cells))?;
     write(&md, &markdown(&heading, &grid, &summary, &notes))?;
     super::figure::figure1(&apps, &variants, cells, &svg)?;
-    println!("\nMarkdown: {}\nFigure 1: {}", md.display(), svg.display());
+    outln!("\nMarkdown: {}\nFigure 1: {}", md.display(), svg.display());
 
     let failures: Vec<String> = cells
         .iter()
