@@ -364,7 +364,7 @@ impl Proc {
     /// all declared, run with a CPU scale of 0, has the same times on every run); under
     /// the wall clock it does nothing.
     pub fn compute(&self, ns: u64) {
-        crate::sched::charge(ns);
+        crate::sched::charge(ns, || "computation the program declared (Proc::compute)".into());
     }
 
     /// Starts the timed region on this processor. A program that measures only part of
