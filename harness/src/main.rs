@@ -47,9 +47,9 @@ fn main() {
     dsm::sys::default_sigpipe();
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Run(a) => run::run(a),
-        Command::Suite(a) => run::suite(a),
-        Command::Table(a) => table::table(a),
+        Command::Run(a) => run::check_progress_env().and_then(|()| run::run(a)),
+        Command::Suite(a) => run::check_progress_env().and_then(|()| run::suite(a)),
+        Command::Table(a) => run::check_progress_env().and_then(|()| table::table(a)),
         Command::Profiles => {
             print_profiles();
             Ok(())

@@ -632,3 +632,159 @@ fn modeled_basic_operations_land_within_a_quarter_of_table_2() {
         o.stdout
     );
 }
+
+/// The text of the built-in platform as a file, to edit.
+fn platform_text() -> String {
+    let o = cashmere(&["platforms", "--dump", "alphaserver-mc2"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    o.stdout
+}
+
+/// Issue 16, section 3: figures that would make virtual time wrap, or print believable
+/// nonsense, are refused when they are read, naming where they came from.
+#[test]
+fn modeled_time_inputs_are_bounded_when_read() {
+    for scale in ["1e15", "1e20", "0", "abc"] {
+        refused(
+            &["run", "sor", "--clock", "modeled", "--cpu-scale", scale],
+            &[],
+            &[&format!("--cpu-scale `{scale}`"), "from 1e-6 to 1e6"],
+        );
+    }
+    let good = platform_text();
+    for (name, from, to, words) in [
+        (
+            "fault-max.toml",
+            "fault_ns = 10_000",
+            "fault_ns = 18446744073709551615",
+            &["host.fault_ns", "above the bound", "from 0 to 1000000000"][..],
+        ),
+        (
+            "fault-1e18.toml",
+            "fault_ns = 10_000",
+            "fault_ns = 1_000_000_000_000_000_000",
+            &["host.fault_ns = 1000000000000000000", "above the bound"][..],
+        ),
+        (
+            "copy.toml",
+            "copy_ns_per_byte = 8.3",
+            "copy_ns_per_byte = 1e300",
+            &["host.copy_ns_per_byte = 1e300", "above the bound"][..],
+        ),
+        (
+            "latency.toml",
+            "# latency_ns = 3300",
+            "latency_ns = 18446744073709551615",
+            &["network_overrides.latency_ns", "above the bound"][..],
+        ),
+        (
+            "seq.toml",
+            "sor = 36.2",
+            "sor = 1e300",
+            &["sequential_s.sor = 1e300", "outside the bounds"][..],
+        ),
+    ] {
+        assert!(good.contains(from), "{from}");
+        let file = temp(name, &good.replace(from, to));
+        let o = cashmere(
+            &["run", "sor", "--clock", "modeled", "--cpu-scale", "1", "--platform", &file],
+            &[],
+        );
+        assert_eq!(o.code, Some(1), "{name}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{name}: ran before refusing:\n{}", o.stdout);
+        for w in words.iter().chain(&[file.as_str()]) {
+            assert!(o.stderr.contains(w), "{name}: `{w}` missing from\n{}", o.stderr);
+        }
+    }
+}
+
+/// A cached sequential time that no measurement gives (edited, or from a broken build)
+/// is refused before any run, naming the cache file and saying to delete it.
+#[test]
+fn an_impossible_cached_sequential_time_names_the_cache() {
+    for time in ["1e308", "5e-324"] {
+        let dir = temp_path(&format!("cache-{time}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = format!("{dir}/sequential.json");
+        std::fs::write(
+            &file,
+            format!(
+                "{{\"schema\": 2, \"entries\": {{\"sor [n=1] on here\": {{\"app\": \"sor\", \
+                 \"params\": \"n=1\", \"host\": \"here\", \"our_seq_s\": {time}, \
+                 \"measured\": \"2026-01-01 00:00 UTC\"}}}}}}"
+            ),
+        )
+        .unwrap();
+        let o = cashmere(
+            &["run", "sor", "--clock", "modeled"],
+            &[("CASHMERE_CACHE_DIR", &dir)],
+        );
+        assert_eq!(o.code, Some(1), "{time}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{time}: ran:\n{}", o.stdout);
+        for w in [file.as_str(), "impossible", "delete the file"] {
+            assert!(o.stderr.contains(w), "{time}: `{w}` missing from\n{}", o.stderr);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Issue 16, section 6: input that was silently ignored or taken one way of two.
+#[test]
+fn inputs_once_silently_ignored_are_refused() {
+    refused(
+        &["run", "sor", "--cpu-scale", "abc"],
+        &[],
+        &["--cpu-scale `abc`", "not valid"],
+    );
+    refused(
+        &["run", "sor", "--cpu-scale", "5"],
+        &[],
+        &["--cpu-scale", "modeled clock only", "--clock modeled"],
+    );
+    refused(
+        &["run", "sor"],
+        &[("CASHMERE_PROGRESS_AFTER_S", "abc")],
+        &["CASHMERE_PROGRESS_AFTER_S=`abc`", "unset"],
+    );
+    let both = temp_path("json-and-homes");
+    let _ = std::fs::remove_file(&both);
+    refused(
+        &["run", "sor", "--json", &both, "--save-homes", &both],
+        &[],
+        &["--json and --save-homes", "give each its own file"],
+    );
+    assert!(!std::path::Path::new(&both).exists(), "a file was written");
+    refused(
+        &["run", "tsp", "--input", "a", "--param", "input=b"],
+        &[],
+        &["--input a and --param input=b", "give one"],
+    );
+    let file = temp(
+        "seq-foo.toml",
+        &platform_text().replace("sor = 36.2", "sor = 36.2\nfoo = 3"),
+    );
+    refused(
+        &["run", "sor", "--clock", "modeled", "--cpu-scale", "1", "--platform", &file],
+        &[],
+        &[&file, "[sequential_s] names `foo`", "not an application"],
+    );
+    let file = temp(
+        "control-name.toml",
+        &platform_text().replace("name = \"alphaserver-mc2\"", "name = \"mc\\u001b[31mred\""),
+    );
+    let o = cashmere(
+        &["run", "sor", "--clock", "modeled", "--cpu-scale", "1", "--platform", &file],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(!o.stderr.contains('\u{1b}') && !o.stdout.contains('\u{1b}'), "{:?}", o.stderr);
+    assert!(o.stderr.contains("control character"), "{}", o.stderr);
+    // A 100 MB platform file of one line is not read, let alone quoted whole.
+    let big = temp_path("one-line.toml");
+    std::fs::write(&big, format!("name = \"{}\"", "x".repeat(100 << 20))).unwrap();
+    let o = cashmere(&["run", "sor", "--clock", "modeled", "--platform", &big], &[]);
+    let _ = std::fs::remove_file(&big);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.len() < 2000, "a message of {} bytes", o.stderr.len());
+    assert!(o.stderr.contains("larger than 1024 KiB"), "{}", o.stderr);
+}
