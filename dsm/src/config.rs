@@ -274,7 +274,7 @@ pub enum DsmError {
     Net(#[from] crate::net::NetError),
     #[error("homes file {path}: {why}")]
     HomesFile { path: PathBuf, why: String },
-    #[error("a node's result could not be decoded: {0}")]
+    #[error("a node's result could not be decoded: {0}; a result that holds NaN or an infinity (a computation that overflowed: check the run's parameters) is written as null and cannot be read back")]
     Result(String),
     #[error("the program marked its timed region on {marked} of {procs} processors (not on processor(s) {missing}): every processor must call Proc::start_timing and Proc::stop_timing, or none")]
     PartlyTimed {

@@ -262,6 +262,15 @@ fn parse_params(
             None => bail!("{} reads no input file; its inputs are generated from parameters (see `cashmere run {} --help`)", app.name(), app.name()),
         }
     }
+    // A water deck the user gives is run as it says: its NMOL and NSTEP, unless the
+    // molecules or steps are given too (the sizes' defaults are for the shipped deck).
+    if apps::input_param(app) == Some("deck") && out.iter().any(|(k, _)| k == "deck") {
+        for name in ["molecules", "steps"] {
+            if !out.iter().any(|(k, _)| k == name) {
+                out.push((name.to_string(), "deck".to_string()));
+            }
+        }
+    }
     Ok(out)
 }
 

@@ -788,3 +788,134 @@ fn inputs_once_silently_ignored_are_refused() {
     assert!(o.stderr.len() < 2000, "a message of {} bytes", o.stderr.len());
     assert!(o.stderr.contains("larger than 1024 KiB"), "{}", o.stderr);
 }
+
+/// A small wall-clock table of SOR under CSM-DMS and CSM-None in `out`.
+fn small_table(out: &str, env: &[(&str, &str)]) -> Outcome {
+    cashmere(
+        &[
+            "table", "--apps", "sor", "--variants", "CSM-DMS,CSM-None", "--size", "test",
+            "--nodes", "1", "--procs", "2", "--clock", "wall", "--out", out,
+        ],
+        env,
+    )
+}
+
+/// A kept cell whose figures no run gives is refused on resume, naming the file and
+/// --force, and --force runs it again; so are CSM-DMS homes in --out that cannot be
+/// replayed.
+#[test]
+fn a_resumed_table_refuses_impossible_cells_and_homes_naming_force() {
+    let out = temp_path("table-kept");
+    let _ = std::fs::remove_dir_all(&out);
+    let first = small_table(&out, &[]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let cell = format!("{out}/cells/sor__CSM-None.json");
+    let text = std::fs::read_to_string(&cell).unwrap();
+    let start = text.find("\"speedup\": ").expect("a speedup") + "\"speedup\": ".len();
+    let end = start + text[start..].find(',').unwrap();
+    std::fs::write(&cell, format!("{}1e308{}", &text[..start], &text[end..])).unwrap();
+    let o = small_table(&out, &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    for w in [cell.as_str(), "impossible figure", "speedup = 1e308", "--force"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    assert!(!o.stdout.contains("1e308") && !o.stdout.contains("e308"), "{}", o.stdout);
+    let o = cashmere(
+        &[
+            "table", "--apps", "sor", "--variants", "CSM-DMS,CSM-None", "--size", "test",
+            "--nodes", "1", "--procs", "2", "--clock", "wall", "--out", &out, "--force",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "--force did not run it again: {}", o.stderr);
+    // Garbage in place of the homes CSM-DMS captured: the replaying cell is refused.
+    let homes = format!("{out}/homes/sor.homes");
+    std::fs::write(&homes, "three 0\n").unwrap();
+    let o = small_table(&out, &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    for w in [homes.as_str(), "cannot be replayed", "--force"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `table` takes the same `DSM_*` variables as `run` and `suite` (a flag wins), and
+/// names each app once.
+#[test]
+fn table_honours_the_environment_and_refuses_repeated_apps() {
+    let out = temp_path("table-env");
+    let _ = std::fs::remove_dir_all(&out);
+    let args = |extra: &[&'static str]| {
+        let mut v = vec!["table", "--apps", "sor", "--size", "test", "--nodes", "1", "--procs", "1"];
+        v.extend_from_slice(extra);
+        v
+    };
+    let mut bad = args(&["--out"]);
+    bad.push(&out);
+    refused(&bad, &[("DSM_VARIANT", "bogus")], &["DSM_VARIANT=`bogus`", "unset"]);
+    refused(&bad, &[("DSM_CLOCK", "bogus")], &["DSM_CLOCK=`bogus`", "unset"]);
+    refused(&bad, &[("DSM_PLATFORM", "vax")], &["DSM_PLATFORM=`vax`", "unset"]);
+    let mut dup = vec!["table", "--apps", "sor,sor", "--clock", "wall", "--out"];
+    dup.push(&out);
+    refused(&dup, &[], &["--apps names sor twice"]);
+    // DSM_CLOCK=wall and DSM_VARIANT=CSM-None are honoured: one wall-clock cell.
+    let o = cashmere(&bad, &[("DSM_CLOCK", "wall"), ("DSM_VARIANT", "CSM-None")]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let cells: Vec<_> = std::fs::read_dir(format!("{out}/cells"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(cells, vec!["sor__CSM-None.json".to_string()]);
+    let cell = std::fs::read_to_string(format!("{out}/cells/sor__CSM-None.json")).unwrap();
+    assert!(cell.contains("\"clock\": \"wall\""), "{cell}");
+    // The flag wins over the variable.
+    let mut flag = bad.clone();
+    flag.extend(["--clock", "wall", "--variants", "CSM-S"]);
+    let o = cashmere(&flag, &[("DSM_CLOCK", "bogus"), ("DSM_VARIANT", "bogus")]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A water deck given by the user is run as it says (its NMOL and NSTEP), unless
+/// --param molecules= or steps= say otherwise; a missing input is reported under the
+/// path the user gave; a water parameter that makes no sense is blamed by name.
+#[test]
+fn water_decks_and_inputs_are_taken_as_given() {
+    // 729 molecules need more velocities than the shipped random.in holds: the deck's
+    // NMOL was taken (it used to be replaced by the test size's 64, and the run passed).
+    let big = temp("deck-729.in", "1.5e-16 729 2 6 -1 3000 3 0 1 6.212752\n");
+    refused(
+        &["run", "water-nsq", "--input", &big],
+        &[],
+        &["729 molecules need", "short_random=zero"],
+    );
+    let no_steps = temp("deck-0-steps.in", "1.5e-16 216 0 6 -1 3000 3 0 1 6.212752\n");
+    refused(
+        &["run", "water-sp", "--param", &format!("deck={no_steps}")],
+        &[],
+        &["`steps` = `deck (NSTEP = 0)`", "--param steps="],
+    );
+    // A flag still wins over the deck.
+    let o = cashmere(
+        &["run", "water-nsq", "--input", &big, "--param", "molecules=64", "--nodes", "1", "--procs", "1"],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let o = cashmere(&["run", "tsp", "--input", "no-such-cities"], &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("cannot read input file no-such-cities:"),
+        "{}",
+        o.stderr
+    );
+    refused(
+        &["run", "water-sp", "--param", "cutoff=1e300"],
+        &[],
+        &["`cutoff` = `1e300`", "at least one cell per processor", "--param cutoff="],
+    );
+    refused(
+        &["run", "water-nsq", "--param", "tstep=1e300"],
+        &[],
+        &["`tstep` = `1e300`", "at most 1e-14 s"],
+    );
+}
