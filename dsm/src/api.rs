@@ -775,7 +775,11 @@ where
             prot,
         ),
     }
-    .map_err(|e| fail(&format!("cannot map the shared heap: {e}")))?;
+    .map_err(|e| {
+        fail(&format!(
+            "cannot map the shared heap: {e}; a memory or address-space limit (`ulimit -v`) is met here first: give a smaller heap with --heap-mb (or DSM_HEAP_MB), or fewer nodes"
+        ))
+    })?;
     let mut setup = Setup {
         node: ctx.node,
         nodes: cfg.nodes,
@@ -804,11 +808,21 @@ where
         let maps_per_node = npages + 16;
         if let Some(limit) = sys::max_map_count() {
             if maps_per_node * cfg.nodes > limit {
-                return Err(format!(
-                    "{} nodes x {npages} pages could need {} memory mappings in one process, above vm.max_map_count = {limit}; use --exec processes (one node per process) or a smaller input",
-                    cfg.nodes,
-                    maps_per_node * cfg.nodes
-                ));
+                let need = maps_per_node * cfg.nodes;
+                let others = format!(
+                    "--backend userfaultfd (one mapping per node; a build with --features dsm/userfaultfd), a larger vm.max_map_count (sysctl -w vm.max_map_count={need}), or fewer pages (fewer nodes, --page-kb 8, or a smaller input)"
+                );
+                return Err(if cfg.clock == crate::config::ClockMode::Modeled {
+                    format!(
+                        "{} nodes x {npages} pages could need {need} memory mappings in one process, above vm.max_map_count = {limit}; the modeled clock runs every node in this process (--exec processes is not available there), so use {others}",
+                        cfg.nodes
+                    )
+                } else {
+                    format!(
+                        "{} nodes x {npages} pages could need {need} memory mappings in one process, above vm.max_map_count = {limit}; use --exec processes (one node per process), {others}",
+                        cfg.nodes
+                    )
+                });
             }
         }
     }

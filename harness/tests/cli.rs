@@ -919,3 +919,66 @@ fn water_decks_and_inputs_are_taken_as_given() {
         &["`tstep` = `1e300`", "at most 1e-14 s"],
     );
 }
+
+/// Issue 16, section 6: messages that now say what to do.
+#[test]
+fn refusals_say_what_to_do() {
+    // The write-notice lists do not fit mc2's address space: refused before the
+    // sequential run, with networks that have the room.
+    let o = cashmere(&["run", "sor", "--nodes", "32", "--procs", "64"], &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "ran before refusing:\n{}", o.stdout);
+    for w in ["network address space", "write-notice lists", "--network host", "CSM-None"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    refused(
+        &["run", "sor"],
+        &[("DSM_NODE", "1")],
+        &["DSM_NODE is set in the environment", "internal", "unset DSM_NODE"],
+    );
+    let o = cashmere(
+        &["bench", "proto", "--adb-nodes", "99", "--iters", "1"],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "measured before refusing:\n{}", o.stdout);
+    assert!(o.stderr.contains("--adb-nodes") && o.stderr.contains("from 2 to 32"), "{}", o.stderr);
+    // An address-space limit: the advice names --heap-mb.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2000000 && exec \"$0\" run sor")
+        .arg(binary())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--heap-mb") && stderr.contains("ulimit -v"), "{stderr}");
+}
+
+/// Too many mappings for vm.max_map_count under the modeled clock: the advice is what
+/// works there (not --exec processes, which the modeled clock refuses).
+#[test]
+fn too_many_mappings_under_the_modeled_clock_says_what_works_there() {
+    let limit: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    // SOR small on 32 nodes: 2057 pages of 8 KiB each, 66,336 mappings in all.
+    if limit >= 66_336 {
+        eprintln!("vm.max_map_count = {limit} holds this run; nothing to check here");
+        return;
+    }
+    let o = cashmere(
+        &[
+            "run", "sor", "--size", "small", "--param", "iterations=1", "--clock", "modeled",
+            "--cpu-scale", "1", "--nodes", "32", "--procs", "4",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    for w in ["vm.max_map_count", "--backend userfaultfd", "sysctl -w vm.max_map_count", "fewer pages"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    assert!(!o.stderr.contains("use --exec processes"), "{}", o.stderr);
+}
