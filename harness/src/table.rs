@@ -686,18 +686,6 @@ impl<'a> Runner<'a> {
                     self.scale(app.app)
                         .map_err(|e| format!("CPU scale factor: {e:#}"))
                 });
-                if let (_, Some(homes)) = self.plan.homes_for(app.app.name(), base.protocol.name) {
-                    let mut replay = base.clone();
-                    replay.homes_file = Some(homes.clone());
-                    if let Err(e) = replay.homes() {
-                        bail!(
-                            "{label}: the homes {HOMES_FROM} captured, {}, cannot be replayed \
-                             ({e}); run the table with --force ({HOMES_FROM} runs again and \
-                             captures its homes anew), or delete that file",
-                            homes.display()
-                        );
-                    }
-                }
                 self.progress.step(&label);
                 let started = Instant::now();
                 let cell = self.run_cell(app, base, config, seq, scale)?;
@@ -795,9 +783,28 @@ impl<'a> Runner<'a> {
         };
         let homes_out =
             (base.protocol.name == HOMES_FROM).then(|| self.plan.homes_path(&config.app));
-        let cell = match (seq, scale) {
-            (Err(e), _) | (_, Err(e)) => failed(e.clone()),
-            (Ok(seq), Ok(_)) => {
+        // CSM-DMS homes in --out that cannot be replayed fail the cell, every resume alike,
+        // until --force has CSM-DMS capture them again: say so.
+        let homes_problem = self
+            .plan
+            .homes_for(&config.app, &config.variant)
+            .1
+            .and_then(|homes| {
+                let mut replay = base.clone();
+                replay.homes_file = Some(homes.clone());
+                replay.homes().err().map(|e| {
+                    format!(
+                        "the homes {HOMES_FROM} captured, {}, cannot be replayed ({e}); run the \
+                         table with --force ({HOMES_FROM} runs again and captures its homes \
+                         anew), or delete that file",
+                        homes.display()
+                    )
+                })
+            });
+        let cell = match (seq, scale, homes_problem) {
+            (Err(e), _, _) | (_, Err(e), _) => failed(e.clone()),
+            (_, _, Some(why)) => failed(why),
+            (Ok(seq), Ok(_), None) => {
                 let node_cell = NodeCell {
                     app: config.app.clone(),
                     variant: config.variant.clone(),
