@@ -364,7 +364,7 @@ impl Proc {
     /// all declared, run with a CPU scale of 0, has the same times on every run); under
     /// the wall clock it does nothing.
     pub fn compute(&self, ns: u64) {
-        crate::sched::charge(ns);
+        crate::sched::charge(ns, || "computation the program declared (Proc::compute)".into());
     }
 
     /// Starts the timed region on this processor. A program that measures only part of
@@ -780,7 +780,11 @@ where
             prot,
         ),
     }
-    .map_err(|e| fail(&format!("cannot map the shared heap: {e}")))?;
+    .map_err(|e| {
+        fail(&format!(
+            "cannot map the shared heap: {e}; a memory or address-space limit (`ulimit -v`) is met here first: give a smaller heap with --heap-mb (or DSM_HEAP_MB), or fewer nodes"
+        ))
+    })?;
     let mut setup = Setup {
         node: ctx.node,
         nodes: cfg.nodes,
@@ -809,11 +813,21 @@ where
         let maps_per_node = npages + 16;
         if let Some(limit) = sys::max_map_count() {
             if maps_per_node * cfg.nodes > limit {
-                return Err(format!(
-                    "{} nodes x {npages} pages could need {} memory mappings in one process, above vm.max_map_count = {limit}; use --exec processes (one node per process) or a smaller input",
-                    cfg.nodes,
-                    maps_per_node * cfg.nodes
-                ));
+                let need = maps_per_node * cfg.nodes;
+                let others = format!(
+                    "--backend userfaultfd (one mapping per node; a build with --features dsm/userfaultfd), a larger vm.max_map_count (sysctl -w vm.max_map_count={need}), or fewer pages (fewer nodes, --page-kb 8, or a smaller input)"
+                );
+                return Err(if cfg.clock == crate::config::ClockMode::Modeled {
+                    format!(
+                        "{} nodes x {npages} pages could need {need} memory mappings in one process, above vm.max_map_count = {limit}; the modeled clock runs every node in this process (--exec processes is not available there), so use {others}",
+                        cfg.nodes
+                    )
+                } else {
+                    format!(
+                        "{} nodes x {npages} pages could need {need} memory mappings in one process, above vm.max_map_count = {limit}; use --exec processes (one node per process), {others}",
+                        cfg.nodes
+                    )
+                });
             }
         }
     }

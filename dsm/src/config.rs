@@ -274,7 +274,7 @@ pub enum DsmError {
     Net(#[from] crate::net::NetError),
     #[error("homes file {path}: {why}")]
     HomesFile { path: PathBuf, why: String },
-    #[error("a node's result could not be decoded: {0}")]
+    #[error("a node's result could not be decoded: {0}; a result that holds NaN or an infinity (a computation that overflowed: check the run's parameters) is written as null and cannot be read back")]
     Result(String),
     #[error("the program marked its timed region on {marked} of {procs} processors (not on processor(s) {missing}): every processor must call Proc::start_timing and Proc::stop_timing, or none")]
     PartlyTimed {
@@ -429,6 +429,39 @@ impl Config {
                 missing: missing.join(" and "),
                 network: self.profile.title.into(),
             });
+        }
+        // The fabric's own structures and, under the replicated directory, the write-notice
+        // lists take address space before any shared data: refuse now a cluster whose
+        // network cannot hold them, rather than at the run's setup.
+        let mut fixed = crate::net::fixed_space_bytes(self.nodes, self.procs_per_node);
+        if self.protocol.metadata == MetadataStrategy::Replicated {
+            fixed += crate::directory::replicated_fixed_bytes(self.nodes);
+        }
+        let space = self.profile.address_space_bytes;
+        if fixed > space {
+            return bad(format!(
+                "{} nodes x {} processors need {} MiB of network address space for the message \
+                 rings, mailboxes{} before any shared data, more than the {} MiB of {} ({}); use \
+                 a network with more address space (--network host has 64 GiB and every \
+                 feature; `cashmere profiles` lists each network's, column space), fewer nodes \
+                 or processors per node{}",
+                self.nodes,
+                self.procs_per_node,
+                fixed.div_ceil(1 << 20),
+                if self.protocol.metadata == MetadataStrategy::Replicated {
+                    " and write-notice lists"
+                } else {
+                    ""
+                },
+                space >> 20,
+                self.profile.name,
+                self.profile.title,
+                if self.protocol.metadata == MetadataStrategy::Replicated {
+                    ", or a variant with the home-held directory (CSM-S, CSM-None)"
+                } else {
+                    ""
+                }
+            ));
         }
         Ok(())
     }

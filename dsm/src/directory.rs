@@ -97,6 +97,13 @@ fn notice_ring_bytes(nodes: usize) -> u64 {
     bytes.div_ceil(crate::net::MC_PAGE_BYTES) * crate::net::MC_PAGE_BYTES
 }
 
+/// The network address space the replicated directory takes before its per-page words:
+/// the write-notice rings and their flow-control words.
+pub(crate) fn replicated_fixed_bytes(nodes: usize) -> u64 {
+    let n = nodes as u64;
+    n * n * notice_ring_bytes(nodes) + part_bytes(nodes, 8) * n
+}
+
 impl Directory {
     /// Allocates the replicated directory's regions (same order on every node).
     pub fn replicated(

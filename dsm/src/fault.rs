@@ -82,7 +82,7 @@ impl Protector {
     /// Gives the application `access` to page `p`. Failure here means the process ran out
     /// of mappings or the view is gone: nothing the protocol can recover from.
     pub fn set(&self, p: u32, access: Access) {
-        crate::sched::charge_cost(|h, _| h.mprotect_ns as f64);
+        crate::sched::charge_cost("host.mprotect_ns", |h, _| h.mprotect_ns as f64);
         let result = match &self.how {
             How::Mprotect => {
                 let prot = match access {

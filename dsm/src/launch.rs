@@ -130,6 +130,8 @@ pub enum LaunchError {
     ResultTooLarge { node: usize, len: usize, max: usize },
     #[error("this node process was started with a broken environment: {0}")]
     BadEnvironment(String),
+    #[error("{0}")]
+    StrayNodeVariable(String),
     /// In a node process, every launch before the one the process was started for returns
     /// this; a program that launches several clusters skips past it (see the module doc).
     #[error("this node process serves a later cluster run; skipping this one")]
@@ -229,6 +231,20 @@ pub fn is_node_process() -> bool {
     std::env::var_os(ENV_NODE).is_some()
 }
 
+/// Refuses an environment that holds the launcher's node variable without the rest that
+/// the launcher sets with it (the user's shell exported `DSM_NODE`): the process would
+/// take itself for a node process.
+pub fn check_environment() -> Result<(), LaunchError> {
+    if is_node_process() && std::env::var_os(ENV_FD).is_none() {
+        return Err(LaunchError::StrayNodeVariable(format!(
+            "{ENV_NODE} is set in the environment, but it is internal to the node processes a \
+             cluster starts (the launcher sets it with {ENV_FD}, {ENV_LAYOUT} and {ENV_RUN}); \
+             unset {ENV_NODE} and run again"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `node_main` on every node and returns each node's result, in node order. No stall
 /// watch: a node function of its own has no service loop to beat the heartbeat (a
 /// [`crate::Cluster`] run has one, and is watched; see [`launch_with_stall_timeout`]).
@@ -260,6 +276,7 @@ where
     quiet_abort_panics();
     let run = RUNS.with(|r| r.replace(r.get() + 1));
     if is_node_process() {
+        check_environment()?;
         if run < env_usize(ENV_RUN)? {
             return Err(LaunchError::OtherRun);
         }

@@ -34,6 +34,7 @@ pub use config::{
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, DEFAULT_STALL_TIMEOUT, MAX_HEAP_BYTES,
 };
 pub use launch::ExecMode;
+pub use sched::MAX_VIRTUAL_NS;
 pub use stats::{Breakdown, Counters, Timed};
 
 /// The message every runtime wait gives when another node of the cluster failed.

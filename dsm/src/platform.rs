@@ -29,7 +29,14 @@
 //! ```
 //!
 //! Unknown keys are errors (a misspelt cost must not silently keep its default), and so
-//! are costs that are negative, NaN or infinite.
+//! are costs that are negative, NaN or infinite, and figures outside the bounds a model of
+//! a real machine needs: operation costs and network times at most [`MAX_OP_NS`] (1 s),
+//! per-byte costs at most [`MAX_NS_PER_BYTE`] (1 ms per byte), a bandwidth of at least
+//! [`MIN_BANDWIDTH`] (1 kB/s), a packet of at most [`MAX_PACKET_BYTES`], sequential times
+//! from [`MIN_SEQUENTIAL_S`] to [`MAX_SEQUENTIAL_S`] (1 ns to 1,000,000 s). Far beyond any
+//! real machine, these keep every modeled run's times representable (the scheduler checks
+//! them too: `sched::MAX_VIRTUAL_NS`). The name may hold no control characters (it is
+//! printed), and a file larger than [`MAX_FILE_BYTES`] is not read.
 //!
 //! # How the model composes the costs
 //!
@@ -53,6 +60,23 @@ use std::path::Path;
 
 /// The platform every modeled run uses unless told otherwise.
 pub const DEFAULT: &str = "alphaserver-mc2";
+
+/// The most a host operation or a network time (latency, overheads) may cost: 1 s.
+pub const MAX_OP_NS: u64 = 1_000_000_000;
+/// The most a per-byte cost may be: 1 ms per byte.
+pub const MAX_NS_PER_BYTE: f64 = 1e6;
+/// The least bandwidth a network may have, bytes per second (1 kB/s).
+pub const MIN_BANDWIDTH: u64 = 1_000;
+/// The largest packet payload, bytes (1 MiB).
+pub const MAX_PACKET_BYTES: u64 = 1 << 20;
+/// The shortest sequential time a platform may give an app, seconds (1 ns).
+pub const MIN_SEQUENTIAL_S: f64 = 1e-9;
+/// The longest sequential time a platform may give an app, seconds (about 11.6 days).
+pub const MAX_SEQUENTIAL_S: f64 = 1e6;
+/// The largest platform file read (a complete one is about 4 KiB).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// How much of a line of the file an error quotes.
+const MAX_QUOTE_CHARS: usize = 160;
 
 /// The costs of a node's host operations, in nanoseconds (per-byte costs as fractions).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -360,13 +384,10 @@ pub fn resolve(name_or_path: &str) -> Result<Platform, String> {
     }
 }
 
-/// The largest platform file read: a complete platform is a few KiB of text.
-pub const MAX_PLATFORM_FILE_BYTES: u64 = 1 << 20;
-
 /// Reads, parses and checks the platform file at `path` (JSON if its name ends in
 /// `.json`, else TOML).
 pub fn load_file(path: &Path) -> Result<Platform, String> {
-    let text = crate::sys::read_regular_text(path, MAX_PLATFORM_FILE_BYTES).map_err(|e| {
+    let text = crate::sys::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| {
         format!(
             "platform file {} cannot be read: {e}; give the path of a platform file, or a \
              built-in platform ({})",
@@ -378,12 +399,24 @@ pub fn load_file(path: &Path) -> Result<Platform, String> {
     parse(&text, json).map_err(|e| format!("platform file {}: {e}", path.display()))
 }
 
+/// `text` with every line cut to [`MAX_QUOTE_CHARS`] characters (a parser's error quotes
+/// the offending line, which may be the whole file).
+fn cap_lines(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.char_indices().nth(MAX_QUOTE_CHARS) {
+            Some((i, _)) => format!("{}... (line cut)", &l[..i]),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Parses and checks a platform from the text of a file, TOML or JSON.
 pub fn parse(text: &str, json: bool) -> Result<Platform, String> {
     let dump =
         format!("`cashmere platforms --dump {DEFAULT}` prints a complete file to start from");
     let hint = |e: &dyn std::fmt::Display| {
-        let e = e.to_string();
+        let e = cap_lines(&e.to_string());
         let e = e.trim_end();
         if e.contains("expected u64") {
             format!("{e} (times in ns and sizes in bytes are whole numbers, 0 or more; {dump})")
@@ -461,21 +494,80 @@ impl Platform {
         if self.name.trim().is_empty() {
             return Err("`name` is empty; give the platform a short name".into());
         }
+        if let Some(c) = self.name.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "`name` holds the control character {:?}, which would reach the terminal \
+                 raw; give the platform a short name of printable characters",
+                c
+            ));
+        }
         for (key, _, value) in self.host.fields() {
-            if let Num::Frac(v) = value {
-                if !v.is_finite() || v < 0.0 {
-                    return Err(format!(
-                        "host.{key} = {v} is not a cost; give a finite number of nanoseconds, \
-                         0 or more"
-                    ));
+            match value {
+                Num::Frac(v) => {
+                    if !v.is_finite() || v < 0.0 {
+                        return Err(format!(
+                            "host.{key} = {v} is not a cost; give a finite number of \
+                             nanoseconds, 0 or more"
+                        ));
+                    }
+                    if v > MAX_NS_PER_BYTE {
+                        return Err(format!(
+                            "host.{key} = {v:e} is above the bound of {MAX_NS_PER_BYTE:e} ns per \
+                             byte (1 ms) a modeled platform may charge; give a cost from 0 to \
+                             {MAX_NS_PER_BYTE:e}"
+                        ));
+                    }
+                }
+                Num::Whole(v) => {
+                    if v > MAX_OP_NS {
+                        return Err(format!(
+                            "host.{key} = {v} is above the bound of {MAX_OP_NS} ns (1 s) a \
+                             modeled platform may charge for one operation; give a cost from 0 \
+                             to {MAX_OP_NS}"
+                        ));
+                    }
                 }
             }
+        }
+        let o = &self.network_overrides;
+        for (key, value) in [
+            ("latency_ns", o.latency_ns),
+            ("send_overhead_ns", o.send_overhead_ns),
+            ("recv_overhead_ns", o.recv_overhead_ns),
+            ("broadcast_extra_ns", o.broadcast_extra_ns),
+        ] {
+            if let Some(v) = value.filter(|&v| v > MAX_OP_NS) {
+                return Err(format!(
+                    "network_overrides.{key} = {v} is above the bound of {MAX_OP_NS} ns (1 s); \
+                     give a time from 0 to {MAX_OP_NS}, or leave it out for the profile's own"
+                ));
+            }
+        }
+        if let Some(v) = o.bandwidth_bytes_per_s.filter(|&v| v > 0 && v < MIN_BANDWIDTH) {
+            return Err(format!(
+                "network_overrides.bandwidth_bytes_per_s = {v} is below the bound of \
+                 {MIN_BANDWIDTH} bytes per second; give a bandwidth of at least {MIN_BANDWIDTH}, \
+                 or leave it out for the profile's own"
+            ));
+        }
+        if let Some(v) = o.packet_bytes.filter(|&v| v > MAX_PACKET_BYTES) {
+            return Err(format!(
+                "network_overrides.packet_bytes = {v} is above the bound of {MAX_PACKET_BYTES} \
+                 bytes; give a payload from 1 to {MAX_PACKET_BYTES}, or leave it out"
+            ));
         }
         for (app, s) in &self.sequential_s {
             if !s.is_finite() || *s <= 0.0 {
                 return Err(format!(
                     "sequential_s.{app} = {s} is not a time; give the sequential run's \
                      seconds, more than 0"
+                ));
+            }
+            if !(MIN_SEQUENTIAL_S..=MAX_SEQUENTIAL_S).contains(s) {
+                return Err(format!(
+                    "sequential_s.{app} = {s:e} is outside the bounds of {MIN_SEQUENTIAL_S:e} \
+                     to {MAX_SEQUENTIAL_S:e} seconds a sequential time may have; give the \
+                     app's sequential seconds at the paper's input on this platform"
                 ));
             }
         }
@@ -806,6 +898,51 @@ mod tests {
                 "{\"name\": \"x\",".to_string(),
                 &["truncated.json", "line 1"],
             ),
+            (
+                "fault-max.toml",
+                good.replace("fault_ns = 10_000", "fault_ns = 18446744073709551615"),
+                &["fault-max.toml", "host.fault_ns", "above the bound", "from 0 to"],
+            ),
+            (
+                "fault-1e18.toml",
+                good.replace("fault_ns = 10_000", "fault_ns = 1_000_000_000_000_000_000"),
+                &["host.fault_ns = 1000000000000000000", "above the bound"],
+            ),
+            (
+                "copy.toml",
+                good.replace("copy_ns_per_byte = 8.3", "copy_ns_per_byte = 1e300"),
+                &["host.copy_ns_per_byte = 1e300", "above the bound"],
+            ),
+            (
+                "latency.toml",
+                good.replace("# latency_ns = 3300", "latency_ns = 18446744073709551615"),
+                &["network_overrides.latency_ns", "above the bound"],
+            ),
+            (
+                "bandwidth-low.toml",
+                good.replace("# bandwidth_bytes_per_s = 75_000_000", "bandwidth_bytes_per_s = 1"),
+                &["network_overrides.bandwidth_bytes_per_s = 1", "at least 1000"],
+            ),
+            (
+                "seq-huge.toml",
+                good.replace("sor = 36.2", "sor = 1e300"),
+                &["sequential_s.sor = 1e300", "outside the bounds"],
+            ),
+            (
+                "control.toml",
+                good.replace("name = \"alphaserver-mc2\"", "name = \"mc\\u001b[31mred\""),
+                &["control character", "printable"],
+            ),
+            (
+                "long-line.toml",
+                format!("name = \"{}\" junk", "x".repeat(500_000)),
+                &["long-line.toml", "(line cut)"],
+            ),
+            (
+                "huge.toml",
+                format!("# {}\n", "x".repeat(2 << 20)),
+                &["huge.toml", "cannot be read", "larger than the limit of 1 MiB"],
+            ),
         ];
         for (file, text, wanted) in cases {
             let path = dir.write(file, &text);
@@ -813,6 +950,8 @@ mod tests {
             for w in wanted {
                 assert!(e.contains(w), "{file}: `{w}` not in: {e}");
             }
+            assert!(e.len() < 2000, "{file}: a message of {} bytes", e.len());
+            assert!(!e.contains('\u{1b}'), "{file}: a raw control character: {e:?}");
         }
     }
 

@@ -63,6 +63,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// The latest virtual time a run may reach: 2^53 ns, about 104 days. Every clock, link and
+/// arrival time is checked against it (and never wraps or saturates silently): a run that
+/// would pass it is stopped with an error naming the figure that took it there (a CPU scale
+/// factor, a platform cost, declared computation). Below it every time is exact as an
+/// `f64` of nanoseconds, and sums of a breakdown's parts over every processor of the
+/// largest cluster (32 x 64) still fit a `u64`.
+pub const MAX_VIRTUAL_NS: u64 = 1 << 53;
+
 /// How often a sleeping activity looks at the cluster's abort flag: a safety net for an
 /// abort raised outside the scheduler (a node's panic), never what makes progress.
 const ABORT_POLL: Duration = Duration::from_millis(50);
@@ -482,6 +490,53 @@ impl Sched {
         let st = self.lock();
         CLOCK.with(|c| c.set(st.acts[me].clock));
     }
+
+    /// Virtual time cannot hold what activity `id` was to be charged: the run stops with
+    /// an error that says which figure did it (`what`) and what to do. The first such
+    /// error is the run's; the caller goes on with its clock at [`MAX_VIRTUAL_NS`] until
+    /// the abort surfaces at its next wait.
+    fn overflow(&self, st: &mut State, id: usize, what: &str) {
+        if st.aborted {
+            return;
+        }
+        let a = &st.acts[id];
+        let who = match a.local {
+            Some(l) => format!("processor {l} of node {}", a.node),
+            None => format!("the service of node {}", a.node),
+        };
+        let why = format!(
+            "virtual time overflow: {who} would pass the most modeled time a run can represent \
+             ({MAX_VIRTUAL_NS} ns, about 104 days) by {what}; the run was stopped; lower that \
+             figure (a platform file's cost, --cpu-scale, or the computation a program declares)"
+        );
+        crate::launch::record_failure(&self.fabric, a.node, &why);
+        self.fabric.abort();
+        self.abort_all(st);
+    }
+
+    /// Checks a virtual time computed from `what`'s figures: the time itself if it is at
+    /// most [`MAX_VIRTUAL_NS`], else the run stops ([`Sched::overflow`]) and the time is
+    /// [`MAX_VIRTUAL_NS`].
+    fn checked(
+        &self,
+        st: &mut State,
+        id: usize,
+        t: Option<u64>,
+        what: impl FnOnce() -> String,
+    ) -> u64 {
+        match t.filter(|&t| t <= MAX_VIRTUAL_NS) {
+            Some(t) => t,
+            None => {
+                self.overflow(st, id, &what());
+                MAX_VIRTUAL_NS
+            }
+        }
+    }
+}
+
+/// `ns` as a whole number of nanoseconds if it is one a run can represent.
+fn whole_ns(ns: f64) -> Option<u64> {
+    (ns.is_finite() && ns >= 0.0 && ns <= MAX_VIRTUAL_NS as f64).then(|| ns.round() as u64)
 }
 
 /// The scheduler and activity of the calling thread, while the simulation runs.
@@ -510,16 +565,40 @@ pub(crate) fn now() -> Option<u64> {
 }
 
 /// Advances the calling activity's clock by `ns` (nothing for a thread that is not one).
-pub(crate) fn charge(ns: u64) {
-    if CURRENT.with(|c| c.borrow().is_some()) {
-        CLOCK.with(|c| c.set(c.get() + ns));
-    }
+/// `what` names the figure for the error if the sum cannot be represented
+/// ([`MAX_VIRTUAL_NS`]).
+pub(crate) fn charge(ns: u64, what: impl FnOnce() -> String) {
+    advance(Some(ns), what);
 }
 
-/// Charges the cost `f` computes from the platform's host costs and the network profile.
-pub(crate) fn charge_cost(f: impl FnOnce(&HostCosts, &Profile) -> f64) {
+/// Advances the calling activity's clock by `ns` (`None`: a figure that cannot be
+/// represented), checked against [`MAX_VIRTUAL_NS`].
+fn advance(ns: Option<u64>, what: impl FnOnce() -> String) {
+    with_current(|s, id| {
+        let now = CLOCK.with(|c| c.get());
+        let t = ns.and_then(|ns| now.checked_add(ns));
+        let t = match t.filter(|&t| t <= MAX_VIRTUAL_NS) {
+            Some(t) => t,
+            None => {
+                let mut st = s.lock();
+                let ns = ns.map_or("more than 2^64".to_string(), |ns| ns.to_string());
+                s.checked(&mut st, id, None, || {
+                    format!("adding {ns} ns at {now} ns for {}", what())
+                })
+            }
+        };
+        CLOCK.with(|c| c.set(t));
+    });
+}
+
+/// Charges the cost `f` computes from the platform's host costs and the network profile;
+/// `what` names the platform's figure (`host.fault_ns`) for the error if the cost cannot
+/// be represented.
+pub(crate) fn charge_cost(what: &'static str, f: impl FnOnce(&HostCosts, &Profile) -> f64) {
     if let Some(ns) = with_current(|s, _| f(&s.host, &s.net)) {
-        charge(ns.max(0.0).round() as u64);
+        advance(whole_ns(ns), || {
+            format!("a cost of {ns:e} ns from the platform's {what}")
+        });
     }
 }
 
@@ -535,7 +614,14 @@ pub(crate) fn user_burst() {
             spent = spent.saturating_sub(s.fault_delivery_ns);
         }
         CPU_MARK.with(|m| m.set(cpu));
-        charge((spent as f64 * s.cpu_scale).round() as u64);
+        let scaled = spent as f64 * s.cpu_scale;
+        advance(whole_ns(scaled), || {
+            format!(
+                "a computation of {spent} ns of this machine's CPU time times the CPU scale \
+                 factor {} ({scaled:e} ns)",
+                s.cpu_scale
+            )
+        });
     });
 }
 
@@ -643,8 +729,11 @@ pub(crate) fn steal(node: usize, ns: u64) {
         };
         let target = earliest(false).or_else(|| earliest(true));
         if let Some(i) = target {
-            st.acts[i].clock += ns;
-            st.acts[i].stolen += ns;
+            let clock = st.acts[i].clock;
+            st.acts[i].clock = s.checked(&mut st, i, clock.checked_add(ns), || {
+                format!("{ns} ns of message handling its node's service took from it at {clock} ns")
+            });
+            st.acts[i].stolen = st.acts[i].stolen.saturating_add(ns);
         }
     });
 }
@@ -661,7 +750,7 @@ pub(crate) fn transmit(
     wake: Wake,
     mut deliver: impl FnMut(usize) -> Box<dyn FnOnce() + Send>,
 ) -> bool {
-    let Some((s, _)) = current() else {
+    let Some((s, me)) = current() else {
         return false;
     };
     let mut st = s.lock();
@@ -669,20 +758,35 @@ pub(crate) fn transmit(
         return false;
     }
     let p = &s.net;
-    let wire = (bytes.max(1) as f64 * 1e9 / p.bandwidth_bytes_per_s as f64).ceil() as u64;
+    let wire_ns = (bytes.max(1) as f64 * 1e9 / p.bandwidth_bytes_per_s as f64).ceil();
+    let transfer = || {
+        format!(
+            "a transfer of {bytes} bytes over {} (latency_ns {}, bandwidth_bytes_per_s {}, \
+             broadcast_extra_ns {})",
+            p.name, p.latency_ns, p.bandwidth_bytes_per_s, p.broadcast_extra_ns
+        )
+    };
+    let wire = s.checked(&mut st, me, whole_ns(wire_ns), transfer);
     let now = CLOCK.with(|c| c.get());
     let mut start = now.max(st.tx_free[src]);
     let broadcast = receivers.count_ones() > 1;
     let extra = if broadcast { p.broadcast_extra_ns } else { 0 };
     if broadcast {
         start = start.max(st.hub_free);
-        st.hub_free = start + wire + extra;
+        let hub = start.checked_add(wire).and_then(|t| t.checked_add(extra));
+        st.hub_free = s.checked(&mut st, me, hub, transfer);
     }
-    st.tx_free[src] = start + wire;
+    let sent = s.checked(&mut st, me, start.checked_add(wire), transfer);
+    st.tx_free[src] = sent;
     // Programmed I/O: the sender is busy until its data has left.
-    CLOCK.with(|c| c.set(start + wire));
+    CLOCK.with(|c| c.set(sent));
     for r in (0..64).filter(|r| receivers & (1u64 << r) != 0) {
-        let arrive = st.rx_free[r].max(start + p.latency_ns + extra) + wire;
+        let earliest = start
+            .checked_add(p.latency_ns)
+            .and_then(|t| t.checked_add(extra))
+            .map(|t| st.rx_free[r].max(t))
+            .and_then(|t| t.checked_add(wire));
+        let arrive = s.checked(&mut st, me, earliest, transfer);
         st.rx_free[r] = arrive;
         st.landed[src] = st.landed[src].max(arrive);
         st.schedule(
@@ -711,7 +815,16 @@ pub(crate) fn ack_time() -> Option<u64> {
     }
     let node = st.acts[me].node;
     let now = CLOCK.with(|c| c.get());
-    let marker = st.rx_free[node].max(now + s.net.latency_ns) + 1;
+    let marker = now
+        .checked_add(s.net.latency_ns)
+        .map(|t| st.rx_free[node].max(t))
+        .and_then(|t| t.checked_add(1));
+    let marker = s.checked(&mut st, me, marker, || {
+        format!(
+            "an acknowledge request over {} (latency_ns {})",
+            s.net.name, s.net.latency_ns
+        )
+    });
     st.rx_free[node] = marker;
     let t = marker.max(st.landed[node]);
     st.schedule(

@@ -12,6 +12,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// The error number of an allocation or mapping that ran out of memory.
+pub const ENOMEM: i32 = libc::ENOMEM;
+
 /// The host's page size in bytes.
 pub fn host_page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

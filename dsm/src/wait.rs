@@ -219,7 +219,7 @@ impl<'a> Seam<'a> {
         if crate::sched::active() {
             // Modeled time: a spin hint of the delay loop costs about a nanosecond; then
             // let the activities with smaller clocks run.
-            crate::sched::charge(checks as u64);
+            crate::sched::charge(checks as u64, || "a back-off".into());
             crate::sched::yield_now();
             self.serve_now();
             return;

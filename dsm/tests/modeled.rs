@@ -247,3 +247,77 @@ fn a_timed_region_marked_wrongly_is_refused_with_the_reason() {
         }
     }
 }
+
+/// Virtual time is checked arithmetic: a run whose times cannot be represented (past
+/// `dsm::MAX_VIRTUAL_NS`) stops with an error naming the figure that took it
+/// there, never a wrapped or silently saturated time.
+#[test]
+fn virtual_time_that_cannot_be_represented_stops_the_run_and_names_the_figure() {
+    let fail = |c: Config, declare: u64| {
+        Cluster::new(c)
+            .run(move |s| {
+                let slots = s.alloc::<u64>(64);
+                let bar = s.barrier();
+                move |p| {
+                    p.compute(declare);
+                    p.compute(declare);
+                    slots.set(p.id(), 1);
+                    bar.wait(p);
+                    p.now_ns()
+                }
+            })
+            .map(|r| r.results)
+            .expect_err("a run past the representable virtual time must fail")
+            .to_string()
+    };
+    // Declared computation that would wrap a u64 (twice u64::MAX / 2 + 1).
+    let e = fail(tiny(2, 1), u64::MAX / 2 + 1);
+    assert!(e.contains("virtual time overflow"), "{e}");
+    assert!(e.contains("Proc::compute"), "{e}");
+    // A host cost at u64::MAX: the first fault.
+    let mut c = tiny(2, 1);
+    c.platform.host.fault_ns = u64::MAX;
+    let e = fail(c, 0);
+    assert!(
+        e.contains("virtual time overflow") && e.contains("host.fault_ns"),
+        "{e}"
+    );
+    // A per-byte cost whose product is not even a u64.
+    let mut c = tiny(2, 1);
+    c.platform.host.copy_ns_per_byte = 1e300;
+    let e = fail(c, 0);
+    assert!(e.contains("host.copy_ns_per_byte"), "{e}");
+    // A latency that wraps an arrival time.
+    let mut c = tiny(2, 1);
+    c.profile.latency_ns = u64::MAX;
+    let e = fail(c, 0);
+    assert!(e.contains("latency_ns"), "{e}");
+    // A CPU scale factor that turns any computation into more than the limit.
+    let mut c = tiny(2, 1);
+    c.cpu_scale = 1e300;
+    let e = Cluster::new(c)
+        .run(|_| {
+            |p: &dsm::Proc| {
+                let mut x = 0u64;
+                for i in 0..200_000u64 {
+                    x = std::hint::black_box(x.wrapping_add(i * i));
+                }
+                std::hint::black_box(x);
+                p.now_ns()
+            }
+        })
+        .map(|r| r.results)
+        .expect_err("a scale of 1e300 must fail")
+        .to_string();
+    assert!(e.contains("CPU scale factor"), "{e}");
+    // Just below the limit is fine, and exact.
+    let r = Cluster::new(tiny(1, 1))
+        .run(|_| {
+            |p: &dsm::Proc| {
+                p.compute(dsm::MAX_VIRTUAL_NS - 1_000_000_000);
+                p.now_ns()
+            }
+        })
+        .expect("a run just below the limit");
+    assert_eq!(r.results, vec![dsm::MAX_VIRTUAL_NS - 1_000_000_000]);
+}

@@ -126,9 +126,10 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 .split(',')
                 .filter(|n| !n.trim().is_empty())
                 .map(|n| match n.trim().parse::<usize>() {
-                    Ok(n) if n >= 2 => Ok(n),
+                    Ok(n) if (2..=dsm::net::MAX_NODES).contains(&n) => Ok(n),
                     _ => Err(anyhow::anyhow!(
-                        "--adb-nodes expects node counts of at least 2, comma-separated (e.g. 2,4,8); got `{n}`"
+                        "--adb-nodes expects node counts from 2 to {}, comma-separated (e.g. 2,4,8); got `{n}`; nothing was run",
+                        dsm::net::MAX_NODES
                     )),
                 })
                 .collect::<Result<_, _>>()?;

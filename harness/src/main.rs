@@ -65,10 +65,14 @@ fn main() {
     // `cashmere profiles | head -1`: end quietly when the reader goes away.
     dsm::sys::default_sigpipe();
     let cli = Cli::parse();
+    if let Err(e) = dsm::launch::check_environment() {
+        eprintln!("cashmere: {e}");
+        std::process::exit(1);
+    }
     let outcome = match cli.command {
-        Command::Run(a) => run::run(a),
-        Command::Suite(a) => run::suite(a),
-        Command::Table(a) => table::table(a),
+        Command::Run(a) => run::check_progress_env().and_then(|()| run::run(a)),
+        Command::Suite(a) => run::check_progress_env().and_then(|()| run::suite(a)),
+        Command::Table(a) => run::check_progress_env().and_then(|()| table::table(a)),
         Command::Profiles => {
             print_profiles();
             Ok(())

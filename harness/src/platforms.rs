@@ -13,9 +13,30 @@ pub struct PlatformsArgs {
     pub dump: Option<String>,
 }
 
+/// A built-in platform or a platform file ([`platform::resolve`]) whose sequential times
+/// name only applications of the suite (a misspelt one would silently never be used).
+pub fn resolve(name_or_path: &str) -> Result<Platform, String> {
+    let p = platform::resolve(name_or_path)?;
+    let apps: Vec<&str> = crate::apps::all().iter().map(|a| a.name()).collect();
+    if let Some(key) = p.sequential_s.keys().find(|k| !apps.contains(&k.as_str())) {
+        let file = if platform::by_name(name_or_path).is_ok() {
+            format!("platform {name_or_path}")
+        } else {
+            format!("platform file {name_or_path}")
+        };
+        return Err(format!(
+            "{file}: [sequential_s] names `{}`, which is not an application; valid names: \
+             {}; correct or remove that line",
+            key.escape_debug(),
+            apps.join(", ")
+        ));
+    }
+    Ok(p)
+}
+
 pub fn platforms(a: PlatformsArgs) -> anyhow::Result<()> {
     if let Some(which) = a.dump {
-        let p = platform::resolve(&which).map_err(anyhow::Error::msg)?;
+        let p = resolve(&which).map_err(anyhow::Error::msg)?;
         out!("{}", platform::to_file_text(&p));
         return Ok(());
     }

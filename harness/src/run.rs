@@ -63,7 +63,7 @@ pub struct ClusterArgs {
 }
 
 /// Where a setting's value came from, for error messages.
-enum Source {
+pub(crate) enum Source {
     Flag(&'static str),
     Env(&'static str, &'static str),
     Default,
@@ -71,7 +71,7 @@ enum Source {
 
 /// The value of a setting: its flag, else its environment variable (if set and not
 /// empty), else its default.
-fn setting(
+pub(crate) fn setting(
     flag_value: &Option<String>,
     flag: &'static str,
     var: &'static str,
@@ -87,7 +87,7 @@ fn setting(
 }
 
 /// Parses a setting with `parse`; an error names the flag or the environment variable.
-fn parse_setting<T>(
+pub(crate) fn parse_setting<T>(
     (value, source): (String, Source),
     parse: impl FnOnce(&str) -> Result<T, String>,
 ) -> anyhow::Result<T> {
@@ -126,7 +126,7 @@ impl ClusterArgs {
                 "DSM_PLATFORM",
                 dsm::platform::DEFAULT,
             ),
-            dsm::platform::resolve,
+            crate::platforms::resolve,
         )?;
         c.profile = match setting(&self.network, "--network", "DSM_NETWORK", "") {
             (_, Source::Default) => c
@@ -174,6 +174,14 @@ impl ClusterArgs {
         )?;
         c.homes_file = self.homes.clone();
         c.validate()?;
+        // Checked whatever the clock, so that a bad value is never ignored.
+        let scale = self.given_cpu_scale()?;
+        if scale.is_some() && c.clock == ClockMode::Wall && self.cpu_scale.is_some() {
+            bail!(
+                "--cpu-scale applies to the modeled clock only, and this run uses the wall \
+                 clock; add --clock modeled, or leave --cpu-scale out"
+            );
+        }
         Ok(c)
     }
 
@@ -185,11 +193,15 @@ impl ClusterArgs {
                 v.trim()
                     .parse::<f64>()
                     .ok()
-                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .filter(|f| (crate::scale::MIN_FACTOR..=crate::scale::MAX_FACTOR).contains(f))
                     .map(Some)
                     .ok_or_else(|| {
-                        "expected a positive number: virtual ns per ns of this machine's CPU time"
-                            .to_string()
+                        format!(
+                            "expected a number from {:e} to {:e}: virtual ns per ns of this \
+                             machine's CPU time",
+                            crate::scale::MIN_FACTOR,
+                            crate::scale::MAX_FACTOR
+                        )
                     })
             }),
         }
@@ -237,8 +249,26 @@ fn parse_params(
     }
     if let Some(file) = input {
         match apps::input_param(app) {
-            Some(name) => out.push((name.to_string(), file.clone())),
+            Some(name) => {
+                if let Some((_, v)) = out.iter().find(|(k, _)| k == name) {
+                    bail!(
+                        "--input {file} and --param {name}={v} both set {}'s `{name}`; give one \
+                         of them",
+                        app.name()
+                    );
+                }
+                out.push((name.to_string(), file.clone()));
+            }
             None => bail!("{} reads no input file; its inputs are generated from parameters (see `cashmere run {} --help`)", app.name(), app.name()),
+        }
+    }
+    // A water deck the user gives is run as it says: its NMOL and NSTEP, unless the
+    // molecules or steps are given too (the sizes' defaults are for the shipped deck).
+    if apps::input_param(app) == Some("deck") && out.iter().any(|(k, _)| k == "deck") {
+        for name in ["molecules", "steps"] {
+            if !out.iter().any(|(k, _)| k == name) {
+                out.push((name.to_string(), "deck".to_string()));
+            }
         }
     }
     Ok(out)
@@ -292,13 +322,67 @@ impl Progress {
 }
 
 /// How long a step must take for its plain progress line: 2 s, or
-/// `CASHMERE_PROGRESS_AFTER_S` seconds (0 logs every step).
+/// `CASHMERE_PROGRESS_AFTER_S` seconds (0 logs every step). A value that is not such a
+/// number is refused before any work ([`check_progress_env`]).
 fn plain_line_after() -> std::time::Duration {
-    std::env::var("CASHMERE_PROGRESS_AFTER_S")
+    progress_after()
         .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map_or(std::time::Duration::from_secs(2), std::time::Duration::from_secs_f64)
+        .flatten()
+        .unwrap_or(std::time::Duration::from_secs(2))
+}
+
+/// `CASHMERE_PROGRESS_AFTER_S` if it is set (and not empty), or why it is not valid.
+fn progress_after() -> anyhow::Result<Option<std::time::Duration>> {
+    const VAR: &str = "CASHMERE_PROGRESS_AFTER_S";
+    match std::env::var(VAR) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && (0.0..=1e9).contains(s))
+            .map(|s| Some(std::time::Duration::from_secs_f64(s)))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "environment variable {VAR}=`{v}` is not valid: expected a number of seconds \
+                     from 0 up (0 logs every step; such as 2 or 0.5); fix or unset {VAR}"
+                )
+            }),
+        _ => Ok(None),
+    }
+}
+
+/// Refuses a `CASHMERE_PROGRESS_AFTER_S` that is not a number of seconds.
+pub fn check_progress_env() -> anyhow::Result<()> {
+    progress_after().map(|_| ())
+}
+
+/// Refuses two output flags naming one file (the second write would replace the first).
+fn check_distinct(outputs: &[(&str, &Option<PathBuf>)]) -> anyhow::Result<()> {
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        abs(a) == abs(b)
+            || match (std::fs::metadata(a), std::fs::metadata(b)) {
+                (Ok(x), Ok(y)) => {
+                    use std::os::unix::fs::MetadataExt;
+                    (x.dev(), x.ino()) == (y.dev(), y.ino())
+                }
+                _ => false,
+            }
+    };
+    for (i, (flag_a, a)) in outputs.iter().enumerate() {
+        for (flag_b, b) in &outputs[i + 1..] {
+            if let (Some(a), Some(b)) = (a, b) {
+                if same(a, b) {
+                    bail!(
+                        "{flag_a} and {flag_b} both name {}; one would overwrite the other: give \
+                         each its own file",
+                        a.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Progress {
@@ -472,6 +556,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let mut config = a.cluster.config()?;
     config.homes()?;
     check_memory(app, &params, &config)?;
+    check_distinct(&[("--json", &a.json), ("--save-homes", &a.save_homes)])?;
+    check_distinct(&[("--json", &a.json), ("--homes", &a.cluster.homes)])?;
     if let Some(path) = &a.save_homes {
         check_writable(path, "--save-homes")?;
     }
@@ -530,10 +616,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .procs
         .iter()
         .fold(dsm::Breakdown::default(), |mut t, p| {
-            t.user_ns += p.breakdown.user_ns;
-            t.protocol_ns += p.breakdown.protocol_ns;
-            t.wait_ns += p.breakdown.wait_ns;
-            t.message_ns += p.breakdown.message_ns;
+            t.user_ns = t.user_ns.saturating_add(p.breakdown.user_ns);
+            t.protocol_ns = t.protocol_ns.saturating_add(p.breakdown.protocol_ns);
+            t.wait_ns = t.wait_ns.saturating_add(p.breakdown.wait_ns);
+            t.message_ns = t.message_ns.saturating_add(p.breakdown.message_ns);
             t
         });
     let pct = |x: u64| 100.0 * x as f64 / total.total_ns().max(1) as f64;

@@ -36,6 +36,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The least CPU scale factor a modeled run takes (`--cpu-scale`, or measured).
+pub const MIN_FACTOR: f64 = 1e-6;
+/// The largest CPU scale factor a modeled run takes: a platform a million times slower
+/// than this machine. Real factors are between about 0.1 and a few hundred (EM3D's is
+/// 123 at the paper's input); far larger ones only make times no run can represent.
+pub const MAX_FACTOR: f64 = 1e6;
+/// The range of a sequential CPU time in the cache, seconds: a measurement is at least
+/// 1 ns, and none lasts 10,000,000 s (116 days).
+const CACHED_S: std::ops::RangeInclusive<f64> = 1e-9..=1e7;
+
 /// An app's CPU scale factor and where its parts come from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Scale {
@@ -112,8 +122,20 @@ fn scale_of(
     let params = Params::resolve(app.name(), app.params(), Size::Paper, &[])?;
     let flush = platform.flush_denormals;
     let (our_seq_s, how) = cpu_time(app, &params, cache, may_measure, None, true, flush, say)?;
+    let factor = platform_seq_s / our_seq_s;
+    if !(MIN_FACTOR..=MAX_FACTOR).contains(&factor) {
+        bail!(
+            "the CPU scale factor of {} would be {factor:e} (platform {}'s {platform_seq_s} s \
+             over this machine's {our_seq_s} s, {how}), outside {MIN_FACTOR:e} to \
+             {MAX_FACTOR:e}; check the platform's [sequential_s] time for {}, or give the \
+             factor with --cpu-scale",
+            app.name(),
+            platform.name,
+            app.name()
+        );
+    }
     Ok(Scale {
-        factor: platform_seq_s / our_seq_s,
+        factor,
         platform_seq_s,
         our_seq_s,
         how,
@@ -217,7 +239,7 @@ fn cpu_time(
         host: host_fingerprint(flush),
     };
     if let Some(path) = cache {
-        if let Some(e) = Cache::load(path, say).get(&key) {
+        if let Some(e) = Cache::load(path, say)?.get(&key) {
             return Ok((
                 e.our_seq_s,
                 format!("cached in {} (measured {})", path.display(), e.measured),
@@ -403,36 +425,52 @@ struct Cache {
 const SCHEMA: u32 = 2;
 
 impl Cache {
-    /// The cache at `path`: empty if there is none; a file that cannot be read or parsed
-    /// is reported through `say` and taken as empty.
-    fn load(path: &Path, say: &mut dyn FnMut(String)) -> Cache {
+    /// The cache at `path`: empty if there is none; a file that cannot be read or parsed,
+    /// or that another version wrote, is reported through `say` and taken as empty. A file
+    /// of this version that holds an impossible time (not from 1 ns to 1e7 s: edited, or
+    /// written by a broken build) is an error naming the file: every figure of a modeled
+    /// run would follow from it.
+    fn load(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Cache> {
         let text = match dsm::sys::read_regular_text(path, MAX_CACHE_FILE_BYTES) {
             Ok(t) => t,
-            Err(e) if e.is_not_found() => return Cache::default(),
+            Err(e) if e.is_not_found() => return Ok(Cache::default()),
             Err(e) => {
                 say(format!(
                     "cannot read the cache file {}: {e}; measuring again",
                     path.display()
                 ));
-                return Cache::default();
+                return Ok(Cache::default());
             }
         };
         match serde_json::from_str::<Cache>(&text) {
-            Ok(c) if c.schema == SCHEMA && c.entries.values().all(|e| e.our_seq_s > 0.0) => c,
+            Ok(c) if c.schema == SCHEMA => {
+                if let Some((key, e)) = c.entries.iter().find(|(_, e)| !CACHED_S.contains(&e.our_seq_s)) {
+                    bail!(
+                        "the cache file {} holds an impossible sequential CPU time, {:e} s, for \
+                         {key} (a measurement is from {:e} to {:e} s); delete the file, and \
+                         cashmere measures again",
+                        path.display(),
+                        e.our_seq_s,
+                        CACHED_S.start(),
+                        CACHED_S.end()
+                    );
+                }
+                Ok(c)
+            }
             Ok(_) => {
                 say(format!(
-                    "ignoring the cache file {}: another version of cashmere wrote it, or it \
-                     holds a time that is not positive; it will be rewritten",
+                    "ignoring the cache file {}: another version of cashmere wrote it; it will \
+                     be rewritten",
                     path.display()
                 ));
-                Cache::default()
+                Ok(Cache::default())
             }
             Err(e) => {
                 say(format!(
                     "ignoring the cache file {}: it is not valid ({e}); it will be rewritten",
                     path.display()
                 ));
-                Cache::default()
+                Ok(Cache::default())
             }
         }
     }
@@ -454,7 +492,7 @@ impl Cache {
                 std::fs::create_dir_all(dir)?;
             }
             let _lock = dsm::sys::lock_file(&path.with_extension("lock"))?;
-            let mut cache = Cache::load(path, &mut |_| {});
+            let mut cache = Cache::load(path, &mut |_| {}).map_err(std::io::Error::other)?;
             cache.schema = SCHEMA;
             cache.entries.insert(key, entry);
             let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
@@ -681,7 +719,7 @@ mod tests {
             );
             assert!(said[0].contains("rewritten"), "{said:?}");
             let mut quiet = Vec::new();
-            let reread = Cache::load(&file, &mut |l| quiet.push(l));
+            let reread = Cache::load(&file, &mut |l| quiet.push(l)).unwrap();
             assert!(
                 quiet.is_empty(),
                 "{garbage}: the cache was not rewritten: {quiet:?}"
@@ -714,7 +752,7 @@ mod tests {
             let path = file.clone();
             std::thread::spawn(move || {
                 let mut said = Vec::new();
-                let cache = Cache::load(&path, &mut |l| said.push(l));
+                let cache = Cache::load(&path, &mut |l| said.push(l)).unwrap();
                 let _ = tx.send((cache.entries.len(), said));
             });
             let (entries, said) = rx
@@ -725,6 +763,46 @@ mod tests {
             assert!(said[0].contains(&file.display().to_string()), "{said:?}");
             assert!(said[0].contains(want), "{said:?}");
         }
+    }
+
+    #[test]
+    fn an_impossible_cached_time_is_an_error_naming_the_file() {
+        let dir = TempDir::new("impossible");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let file = dir.0.join("sequential.json");
+        for time in ["1e308", "5e-324", "0.0", "-1.0"] {
+            std::fs::write(
+                &file,
+                format!(
+                    "{{\"schema\": {SCHEMA}, \"entries\": {{\"k\": {{\"app\": \"fake\", \
+                     \"params\": \"n=1\", \"host\": \"h\", \"our_seq_s\": {time}, \
+                     \"measured\": \"then\"}}}}}}"
+                ),
+            )
+            .unwrap();
+            let app = Fake {
+                runs: AtomicUsize::new(0),
+            };
+            let e = scale(&app, Some(&file), true).0.unwrap_err().to_string();
+            assert!(e.contains(&file.display().to_string()), "{time}: {e}");
+            assert!(e.contains("impossible") && e.contains("delete the file"), "{time}: {e}");
+            assert_eq!(app.runs.load(Ordering::SeqCst), 0, "{time}: measured anyway");
+        }
+    }
+
+    #[test]
+    fn a_factor_out_of_bounds_is_an_error() {
+        let dir = TempDir::new("factor");
+        let app = Fake {
+            runs: AtomicUsize::new(0),
+        };
+        let mut p = platform();
+        p.sequential_s.insert("fake".into(), 1e6);
+        let file = dir.0.join("sequential.json");
+        let e = scale_of(&app, &p, Some(&file), true, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("CPU scale factor of fake") && e.contains("--cpu-scale"), "{e}");
     }
 
     #[test]
@@ -771,7 +849,7 @@ mod tests {
         };
         scale(&app, Some(&file), true).0.unwrap();
         let mut said = Vec::new();
-        let mut cache = Cache::load(&file, &mut |l| said.push(l));
+        let mut cache = Cache::load(&file, &mut |l| said.push(l)).unwrap();
         let (key, entry) = cache.entries.pop_first().unwrap();
         let mut other_host = entry.clone();
         other_host.host = "Alpha 21164A, release build".into();

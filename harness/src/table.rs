@@ -36,7 +36,8 @@ pub struct TableArgs {
     /// Comma-separated applications [default: all ten].
     #[arg(long)]
     pub apps: Option<String>,
-    /// Comma-separated protocol variants [default: all seven].
+    /// Comma-separated protocol variants [env: DSM_VARIANT, one variant] [default: all
+    /// seven].
     #[arg(long)]
     pub variants: Option<String>,
     /// Input size for every app: test, small or paper.
@@ -52,12 +53,12 @@ pub struct TableArgs {
     #[arg(long)]
     pub network: Option<String>,
     /// Platform profile whose costs the modeled clock charges and whose sequential times
-    /// give the CPU scale factors.
-    #[arg(long, value_name = "NAME_OR_FILE", default_value = "alphaserver-mc2")]
-    pub platform: String,
-    /// wall or modeled.
-    #[arg(long, default_value = "modeled")]
-    pub clock: String,
+    /// give the CPU scale factors [env: DSM_PLATFORM] [default: alphaserver-mc2].
+    #[arg(long, value_name = "NAME_OR_FILE")]
+    pub platform: Option<String>,
+    /// wall or modeled [env: DSM_CLOCK] [default: modeled].
+    #[arg(long)]
+    pub clock: Option<String>,
     /// Coherence page size in KiB, 4 or 8 [env: DSM_PAGE_KB] [default: 8].
     #[arg(long)]
     pub page_kb: Option<String>,
@@ -221,6 +222,41 @@ impl Cell {
     fn errored(&self) -> bool {
         self.run.is_none()
     }
+
+    /// Whether the cell's figures could have come from a run: times finite, not negative
+    /// and representable (`dsm::MAX_VIRTUAL_NS`), the speedup the sequential time over
+    /// the parallel one, and a scale factor in its bounds.
+    fn check(&self) -> Result<(), String> {
+        if let Some(s) = &self.scale {
+            let wall = s.factor == 1.0;
+            let bounds = crate::scale::MIN_FACTOR..=crate::scale::MAX_FACTOR;
+            if !(wall || bounds.contains(&s.factor)) {
+                return Err(format!("CPU scale factor {:e}", s.factor));
+            }
+        }
+        let Some(m) = &self.run else {
+            return Ok(());
+        };
+        let most_s = dsm::MAX_VIRTUAL_NS as f64 / 1e9;
+        for (what, v) in [
+            ("seq_s", m.seq_s),
+            ("par_s", m.par_s),
+            ("seq_wall_s", m.seq_wall_s),
+            ("seq_cpu_s", m.seq_cpu_s),
+        ] {
+            if !(v.is_finite() && (0.0..=most_s).contains(&v)) {
+                return Err(format!("{what} = {v:e} (a time from 0 to {most_s:e} s)"));
+            }
+        }
+        let speedup = m.seq_s / m.par_s.max(1e-9);
+        if !m.speedup.is_finite() || (m.speedup - speedup).abs() > 1e-9 * speedup.max(1.0) {
+            return Err(format!(
+                "speedup = {:e}, where seq_s / par_s is {speedup:e}",
+                m.speedup
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The table as asked for, checked.
@@ -321,36 +357,77 @@ fn lock_out(out: &Path) -> anyhow::Result<dsm::sys::FileLock> {
 /// Checks everything before any work: names, sizes, every variant's configuration on
 /// this network, every app's parameters and memory, and the output directory.
 fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
+    use crate::run::{parse_setting, setting, Source};
     let size: Size = a.size.parse()?;
-    let clock: ClockMode = a
-        .clock
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("--clock: {e}"))?;
+    // Each setting from its flag, else its `DSM_*` variable (as `run` and `suite` take
+    // them), else the table's default.
+    let clock: ClockMode = parse_setting(setting(&a.clock, "--clock", "DSM_CLOCK", "modeled"), |v| {
+        v.parse::<ClockMode>()
+    })?;
     let homes: HomesMode = a
         .homes
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--homes: {e}"))?;
-    let platform = platform(&a.platform)?;
+    let (platform_name, _) = setting(
+        &a.platform,
+        "--platform",
+        "DSM_PLATFORM",
+        dsm::platform::DEFAULT,
+    );
+    let platform = parse_setting(
+        setting(&a.platform, "--platform", "DSM_PLATFORM", dsm::platform::DEFAULT),
+        crate::platforms::resolve,
+    )?;
+    if let (_, Source::Env(..)) = setting(&None, "--cpu-scale", "DSM_CPU_SCALE", "") {
+        bail!(
+            "environment variable DSM_CPU_SCALE is set, but the table measures each app's CPU \
+             scale factor (and records it in its cells); unset DSM_CPU_SCALE, or use cashmere \
+             run --cpu-scale for a run with a factor of your own"
+        );
+    }
     let chosen_apps: Vec<&'static dyn App> = match &a.apps {
         Some(list) => names(list)
             .map(apps::by_name)
             .collect::<anyhow::Result<_>>()?,
         None => apps::all(),
     };
-    let mut protocols: Vec<Protocol> = match &a.variants {
-        Some(list) => names(list)
+    if let Some(twice) = chosen_apps
+        .iter()
+        .enumerate()
+        .find(|(i, x)| chosen_apps[..*i].iter().any(|y| y.name() == x.name()))
+    {
+        bail!(
+            "--apps names {} twice; name each app once",
+            twice.1.name()
+        );
+    }
+    let mut protocols: Vec<Protocol> = match (&a.variants, setting(&None, "--variants", "DSM_VARIANT", "")) {
+        (Some(list), _) => names(list)
             .map(protocol_variants::by_name)
             .collect::<Result<_, _>>()?,
+        // The one variant DSM_VARIANT names.
+        (None, given @ (_, Source::Env(..))) => vec![parse_setting(given, |v| {
+            protocol_variants::by_name(v).map_err(|e| e.to_string())
+        })?],
         // By default, the variants this clock can run (`ClockMode::refuses`).
-        None => protocol_variants::ALL
+        (None, _) => protocol_variants::ALL
             .iter()
             .copied()
             .filter(|p| clock.refuses(p).is_none())
             .collect(),
     };
+    if let Some(twice) = protocols
+        .iter()
+        .enumerate()
+        .find(|(i, x)| protocols[..*i].iter().any(|y| y.name == x.name))
+    {
+        bail!(
+            "--variants names {} twice; name each variant once",
+            twice.1.name
+        );
+    }
     let order = |p: &Protocol| protocol_variants::ALL.iter().position(|q| q.name == p.name);
     protocols.sort_by_key(order);
-    protocols.dedup_by_key(|p| p.name);
 
     let mut problems = Vec::new();
     if a.runs == 0 {
@@ -367,7 +444,7 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
     }
     let mut variants = Vec::new();
     for p in protocols {
-        match variant_config(a, &platform, clock, p) {
+        match variant_config(a, &platform_name, &platform, clock, p) {
             Ok(c) => variants.push(c),
             Err(e) => problems.push(format!("{}: {e:#}", p.name)),
         }
@@ -419,15 +496,11 @@ fn names(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|n| !n.is_empty())
 }
 
-/// The platform `--platform` names: a built-in one or a platform file.
-fn platform(name: &str) -> anyhow::Result<dsm::platform::Platform> {
-    dsm::platform::resolve(name).map_err(|e| anyhow::anyhow!("--platform: {e}"))
-}
-
 /// The validated configuration of variant `p`, as `cashmere run` would build it, with the
 /// table's clock and platform. The network defaults to the platform's.
 fn variant_config(
     a: &TableArgs,
+    platform_name: &str,
     platform: &dsm::platform::Platform,
     clock: ClockMode,
     p: Protocol,
@@ -448,7 +521,7 @@ fn variant_config(
         homes: None,
         stall_timeout: None,
         clock: Some(clock.to_string()),
-        platform: Some(a.platform.clone()),
+        platform: Some(platform_name.to_string()),
         cpu_scale: None,
     };
     let mut config = cluster.config()?;
@@ -682,7 +755,9 @@ impl<'a> Runner<'a> {
     /// (and, for the cell whose homes the others replay, its homes file is there).
     /// A cell file that cannot be read (missing, unreadable, not JSON) is run again; one
     /// that is not a regular file or is larger than [`MAX_CELL_FILE_BYTES`] is an error
-    /// (it is not one this program wrote).
+    /// (it is not one this program wrote), and so is a cell file of this configuration
+    /// whose figures are impossible (edited, or written by a broken build): it would be
+    /// printed as it is.
     fn kept_cell(&self, config: &CellConfig) -> anyhow::Result<Option<Cell>> {
         if self.plan.force && !self.from_jobs {
             return Ok(None);
@@ -701,6 +776,15 @@ impl<'a> Runner<'a> {
         let Ok(cell) = serde_json::from_str::<Cell>(&text) else {
             return Ok(None);
         };
+        if cell.config == *config {
+            if let Err(why) = cell.check() {
+                bail!(
+                    "the kept cell {} holds an impossible figure: {why}; run the table with \
+                     --force to run its cells again, or delete that file",
+                    path.display()
+                );
+            }
+        }
         let homes_needed = config.variant == HOMES_FROM && self.plan.homes == HomesMode::Captured;
         let keep = if cell.errored() {
             // Run again, unless a job has just run it (and removed its homes).
@@ -743,9 +827,28 @@ impl<'a> Runner<'a> {
         };
         let homes_out =
             (base.protocol.name == HOMES_FROM).then(|| self.plan.homes_path(&config.app));
-        let cell = match (seq, scale) {
-            (Err(e), _) | (_, Err(e)) => failed(e.clone()),
-            (Ok(seq), Ok(_)) => {
+        // CSM-DMS homes in --out that cannot be replayed fail the cell, every resume alike,
+        // until --force has CSM-DMS capture them again: say so.
+        let homes_problem = self
+            .plan
+            .homes_for(&config.app, &config.variant)
+            .1
+            .and_then(|homes| {
+                let mut replay = base.clone();
+                replay.homes_file = Some(homes.clone());
+                replay.homes().err().map(|e| {
+                    format!(
+                        "the homes {HOMES_FROM} captured, {}, cannot be replayed ({e}); run the \
+                         table with --force ({HOMES_FROM} runs again and captures its homes \
+                         anew), or delete that file",
+                        homes.display()
+                    )
+                })
+            });
+        let cell = match (seq, scale, homes_problem) {
+            (Err(e), _, _) | (_, Err(e), _) => failed(e.clone()),
+            (_, _, Some(why)) => failed(why),
+            (Ok(seq), Ok(_), None) => {
                 let node_cell = NodeCell {
                     app: config.app.clone(),
                     variant: config.variant.clone(),
@@ -815,10 +918,10 @@ fn measure(
     let seq_s = seq.time_s(report.clock == ClockMode::Modeled.to_string(), scale_factor);
     let par_s = report.elapsed_ns as f64 / 1e9;
     let breakdown = report.procs.iter().fold(Breakdown::default(), |mut t, p| {
-        t.user_ns += p.breakdown.user_ns;
-        t.protocol_ns += p.breakdown.protocol_ns;
-        t.wait_ns += p.breakdown.wait_ns;
-        t.message_ns += p.breakdown.message_ns;
+        t.user_ns = t.user_ns.saturating_add(p.breakdown.user_ns);
+        t.protocol_ns = t.protocol_ns.saturating_add(p.breakdown.protocol_ns);
+        t.wait_ns = t.wait_ns.saturating_add(p.breakdown.wait_ns);
+        t.message_ns = t.message_ns.saturating_add(p.breakdown.message_ns);
         t
     });
     Measurements {

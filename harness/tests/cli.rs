@@ -1250,3 +1250,353 @@ fn a_second_table_on_the_same_out_is_refused() {
     );
     assert_eq!(third.code, Some(0), "{}", third.stderr);
 }
+
+/// The text of the built-in platform as a file, to edit.
+fn platform_text() -> String {
+    let o = cashmere(&["platforms", "--dump", "alphaserver-mc2"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    o.stdout
+}
+
+/// Issue 16, section 3: figures that would make virtual time wrap, or print believable
+/// nonsense, are refused when they are read, naming where they came from.
+#[test]
+fn modeled_time_inputs_are_bounded_when_read() {
+    for scale in ["1e15", "1e20", "0", "abc"] {
+        refused(
+            &["run", "sor", "--clock", "modeled", "--cpu-scale", scale],
+            &[],
+            &[&format!("--cpu-scale `{scale}`"), "from 1e-6 to 1e6"],
+        );
+    }
+    let good = platform_text();
+    for (name, from, to, words) in [
+        (
+            "fault-max.toml",
+            "fault_ns = 10_000",
+            "fault_ns = 18446744073709551615",
+            &["host.fault_ns", "above the bound", "from 0 to 1000000000"][..],
+        ),
+        (
+            "fault-1e18.toml",
+            "fault_ns = 10_000",
+            "fault_ns = 1_000_000_000_000_000_000",
+            &["host.fault_ns = 1000000000000000000", "above the bound"][..],
+        ),
+        (
+            "copy.toml",
+            "copy_ns_per_byte = 8.3",
+            "copy_ns_per_byte = 1e300",
+            &["host.copy_ns_per_byte = 1e300", "above the bound"][..],
+        ),
+        (
+            "latency.toml",
+            "# latency_ns = 3300",
+            "latency_ns = 18446744073709551615",
+            &["network_overrides.latency_ns", "above the bound"][..],
+        ),
+        (
+            "seq.toml",
+            "sor = 36.2",
+            "sor = 1e300",
+            &["sequential_s.sor = 1e300", "outside the bounds"][..],
+        ),
+    ] {
+        assert!(good.contains(from), "{from}");
+        let file = temp(name, &good.replace(from, to));
+        let o = cashmere(
+            &["run", "sor", "--clock", "modeled", "--cpu-scale", "1", "--platform", &file],
+            &[],
+        );
+        assert_eq!(o.code, Some(1), "{name}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{name}: ran before refusing:\n{}", o.stdout);
+        for w in words.iter().chain(&[file.as_str()]) {
+            assert!(o.stderr.contains(w), "{name}: `{w}` missing from\n{}", o.stderr);
+        }
+    }
+}
+
+/// A cached sequential time that no measurement gives (edited, or from a broken build)
+/// is refused before any run, naming the cache file and saying to delete it.
+#[test]
+fn an_impossible_cached_sequential_time_names_the_cache() {
+    for time in ["1e308", "5e-324"] {
+        let dir = temp_path(&format!("cache-{time}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = format!("{dir}/sequential.json");
+        std::fs::write(
+            &file,
+            format!(
+                "{{\"schema\": 2, \"entries\": {{\"sor [n=1] on here\": {{\"app\": \"sor\", \
+                 \"params\": \"n=1\", \"host\": \"here\", \"our_seq_s\": {time}, \
+                 \"measured\": \"2026-01-01 00:00 UTC\"}}}}}}"
+            ),
+        )
+        .unwrap();
+        let o = cashmere(
+            &["run", "sor", "--clock", "modeled"],
+            &[("CASHMERE_CACHE_DIR", &dir)],
+        );
+        assert_eq!(o.code, Some(1), "{time}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{time}: ran:\n{}", o.stdout);
+        for w in [file.as_str(), "impossible", "delete the file"] {
+            assert!(o.stderr.contains(w), "{time}: `{w}` missing from\n{}", o.stderr);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Issue 16, section 6: input that was silently ignored or taken one way of two.
+#[test]
+fn inputs_once_silently_ignored_are_refused() {
+    refused(
+        &["run", "sor", "--cpu-scale", "abc"],
+        &[],
+        &["--cpu-scale `abc`", "not valid"],
+    );
+    refused(
+        &["run", "sor", "--cpu-scale", "5"],
+        &[],
+        &["--cpu-scale", "modeled clock only", "--clock modeled"],
+    );
+    refused(
+        &["run", "sor"],
+        &[("CASHMERE_PROGRESS_AFTER_S", "abc")],
+        &["CASHMERE_PROGRESS_AFTER_S=`abc`", "unset"],
+    );
+    let both = temp_path("json-and-homes");
+    let _ = std::fs::remove_file(&both);
+    refused(
+        &["run", "sor", "--json", &both, "--save-homes", &both],
+        &[],
+        &["--json and --save-homes", "give each its own file"],
+    );
+    assert!(!std::path::Path::new(&both).exists(), "a file was written");
+    refused(
+        &["run", "tsp", "--input", "a", "--param", "input=b"],
+        &[],
+        &["--input a and --param input=b", "give one"],
+    );
+    let file = temp(
+        "seq-foo.toml",
+        &platform_text().replace("sor = 36.2", "sor = 36.2\nfoo = 3"),
+    );
+    refused(
+        &["run", "sor", "--clock", "modeled", "--cpu-scale", "1", "--platform", &file],
+        &[],
+        &[&file, "[sequential_s] names `foo`", "not an application"],
+    );
+    let file = temp(
+        "control-name.toml",
+        &platform_text().replace("name = \"alphaserver-mc2\"", "name = \"mc\\u001b[31mred\""),
+    );
+    let o = cashmere(
+        &["run", "sor", "--clock", "modeled", "--cpu-scale", "1", "--platform", &file],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(!o.stderr.contains('\u{1b}') && !o.stdout.contains('\u{1b}'), "{:?}", o.stderr);
+    assert!(o.stderr.contains("control character"), "{}", o.stderr);
+    // A 100 MB platform file of one line is not read, let alone quoted whole.
+    let big = temp_path("one-line.toml");
+    std::fs::write(&big, format!("name = \"{}\"", "x".repeat(100 << 20))).unwrap();
+    let o = cashmere(&["run", "sor", "--clock", "modeled", "--platform", &big], &[]);
+    let _ = std::fs::remove_file(&big);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.len() < 2000, "a message of {} bytes", o.stderr.len());
+    assert!(o.stderr.contains("larger than 1024 KiB"), "{}", o.stderr);
+}
+
+/// A small wall-clock table of SOR under CSM-DMS and CSM-None in `out`.
+fn small_table(out: &str, env: &[(&str, &str)]) -> Outcome {
+    cashmere(
+        &[
+            "table", "--apps", "sor", "--variants", "CSM-DMS,CSM-None", "--size", "test",
+            "--nodes", "1", "--procs", "2", "--clock", "wall", "--out", out,
+        ],
+        env,
+    )
+}
+
+/// A kept cell whose figures no run gives is refused on resume, naming the file and
+/// --force, and --force runs it again; so are CSM-DMS homes in --out that cannot be
+/// replayed.
+#[test]
+fn a_resumed_table_refuses_impossible_cells_and_homes_naming_force() {
+    let out = temp_path("table-kept");
+    let _ = std::fs::remove_dir_all(&out);
+    let first = small_table(&out, &[]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let cell = format!("{out}/cells/sor__CSM-None.json");
+    let text = std::fs::read_to_string(&cell).unwrap();
+    let start = text.find("\"speedup\": ").expect("a speedup") + "\"speedup\": ".len();
+    let end = start + text[start..].find(',').unwrap();
+    std::fs::write(&cell, format!("{}1e308{}", &text[..start], &text[end..])).unwrap();
+    let o = small_table(&out, &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    for w in [cell.as_str(), "impossible figure", "speedup = 1e308", "--force"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    assert!(!o.stdout.contains("1e308") && !o.stdout.contains("e308"), "{}", o.stdout);
+    let o = cashmere(
+        &[
+            "table", "--apps", "sor", "--variants", "CSM-DMS,CSM-None", "--size", "test",
+            "--nodes", "1", "--procs", "2", "--clock", "wall", "--out", &out, "--force",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "--force did not run it again: {}", o.stderr);
+    // Garbage in place of the homes CSM-DMS captured: the replaying cell is refused.
+    let homes = format!("{out}/homes/sor.homes");
+    std::fs::write(&homes, "three 0\n").unwrap();
+    let o = small_table(&out, &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    for w in [homes.as_str(), "cannot be replayed", "--force"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `table` takes the same `DSM_*` variables as `run` and `suite` (a flag wins), and
+/// names each app once.
+#[test]
+fn table_honours_the_environment_and_refuses_repeated_apps() {
+    let out = temp_path("table-env");
+    let _ = std::fs::remove_dir_all(&out);
+    let args = |extra: &[&'static str]| {
+        let mut v = vec!["table", "--apps", "sor", "--size", "test", "--nodes", "1", "--procs", "1"];
+        v.extend_from_slice(extra);
+        v
+    };
+    let mut bad = args(&["--out"]);
+    bad.push(&out);
+    refused(&bad, &[("DSM_VARIANT", "bogus")], &["DSM_VARIANT=`bogus`", "unset"]);
+    refused(&bad, &[("DSM_CLOCK", "bogus")], &["DSM_CLOCK=`bogus`", "unset"]);
+    refused(&bad, &[("DSM_PLATFORM", "vax")], &["DSM_PLATFORM=`vax`", "unset"]);
+    let mut dup = vec!["table", "--apps", "sor,sor", "--clock", "wall", "--out"];
+    dup.push(&out);
+    refused(&dup, &[], &["--apps names sor twice"]);
+    // DSM_CLOCK=wall and DSM_VARIANT=CSM-None are honoured: one wall-clock cell.
+    let o = cashmere(&bad, &[("DSM_CLOCK", "wall"), ("DSM_VARIANT", "CSM-None")]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let cells: Vec<_> = std::fs::read_dir(format!("{out}/cells"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(cells, vec!["sor__CSM-None.json".to_string()]);
+    let cell = std::fs::read_to_string(format!("{out}/cells/sor__CSM-None.json")).unwrap();
+    assert!(cell.contains("\"clock\": \"wall\""), "{cell}");
+    // The flag wins over the variable.
+    let mut flag = bad.clone();
+    flag.extend(["--clock", "wall", "--variants", "CSM-S"]);
+    let o = cashmere(&flag, &[("DSM_CLOCK", "bogus"), ("DSM_VARIANT", "bogus")]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A water deck given by the user is run as it says (its NMOL and NSTEP), unless
+/// --param molecules= or steps= say otherwise; a missing input is reported under the
+/// path the user gave; a water parameter that makes no sense is blamed by name.
+#[test]
+fn water_decks_and_inputs_are_taken_as_given() {
+    // 729 molecules need more velocities than the shipped random.in holds: the deck's
+    // NMOL was taken (it used to be replaced by the test size's 64, and the run passed).
+    let big = temp("deck-729.in", "1.5e-16 729 2 6 -1 3000 3 0 1 6.212752\n");
+    refused(
+        &["run", "water-nsq", "--input", &big],
+        &[],
+        &["729 molecules need", "short_random=zero"],
+    );
+    let no_steps = temp("deck-0-steps.in", "1.5e-16 216 0 6 -1 3000 3 0 1 6.212752\n");
+    refused(
+        &["run", "water-sp", "--param", &format!("deck={no_steps}")],
+        &[],
+        &["`steps` = `deck (NSTEP = 0)`", "--param steps="],
+    );
+    // A flag still wins over the deck.
+    let o = cashmere(
+        &["run", "water-nsq", "--input", &big, "--param", "molecules=64", "--nodes", "1", "--procs", "1"],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let o = cashmere(&["run", "tsp", "--input", "no-such-cities"], &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("cannot read input file no-such-cities:"),
+        "{}",
+        o.stderr
+    );
+    refused(
+        &["run", "water-sp", "--param", "cutoff=1e300"],
+        &[],
+        &["`cutoff` = `1e300`", "at least one cell per processor", "--param cutoff="],
+    );
+    refused(
+        &["run", "water-nsq", "--param", "tstep=1e300"],
+        &[],
+        &["`tstep` = `1e300`", "at most 1e-14 s"],
+    );
+}
+
+/// Issue 16, section 6: messages that now say what to do.
+#[test]
+fn refusals_say_what_to_do() {
+    // The write-notice lists do not fit mc2's address space: refused before the
+    // sequential run, with networks that have the room.
+    let o = cashmere(&["run", "sor", "--nodes", "32", "--procs", "64"], &[]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "ran before refusing:\n{}", o.stdout);
+    for w in ["network address space", "write-notice lists", "--network host", "CSM-None"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    refused(
+        &["run", "sor"],
+        &[("DSM_NODE", "1")],
+        &["DSM_NODE is set in the environment", "internal", "unset DSM_NODE"],
+    );
+    let o = cashmere(
+        &["bench", "proto", "--adb-nodes", "99", "--iters", "1"],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stdout.is_empty(), "measured before refusing:\n{}", o.stdout);
+    assert!(o.stderr.contains("--adb-nodes") && o.stderr.contains("from 2 to 32"), "{}", o.stderr);
+    // An address-space limit: the advice names --heap-mb.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2000000 && exec \"$0\" run sor")
+        .arg(binary())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--heap-mb") && stderr.contains("ulimit -v"), "{stderr}");
+}
+
+/// Too many mappings for vm.max_map_count under the modeled clock: the advice is what
+/// works there (not --exec processes, which the modeled clock refuses).
+#[test]
+fn too_many_mappings_under_the_modeled_clock_says_what_works_there() {
+    let limit: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    // SOR small on 32 nodes: 2057 pages of 8 KiB each, 66,336 mappings in all.
+    if limit >= 66_336 {
+        eprintln!("vm.max_map_count = {limit} holds this run; nothing to check here");
+        return;
+    }
+    let o = cashmere(
+        &[
+            "run", "sor", "--size", "small", "--param", "iterations=1", "--clock", "modeled",
+            "--cpu-scale", "1", "--nodes", "32", "--procs", "4",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    for w in ["vm.max_map_count", "--backend userfaultfd", "sysctl -w vm.max_map_count", "fewer pages"] {
+        assert!(o.stderr.contains(w), "`{w}` missing from\n{}", o.stderr);
+    }
+    assert!(!o.stderr.contains("use --exec processes"), "{}", o.stderr);
+}

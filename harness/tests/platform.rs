@@ -153,7 +153,7 @@ fn bad_clock_platform_and_scale_settings_name_their_flag_or_variable() {
     refused(
         &["run", "sor", "--clock", "modeled", "--cpu-scale=0"],
         &[],
-        &["--cpu-scale `0` is not valid", "positive number"],
+        &["--cpu-scale `0` is not valid", "a number from 1e-6 to 1e6"],
     );
     refused(
         &["run", "sor", "--clock", "modeled"],

@@ -94,13 +94,18 @@ pub fn data_dir() -> PathBuf {
 }
 
 /// Resolves an input path: absolute or relative to the working directory if that file
-/// exists, otherwise relative to [`data_dir`].
+/// exists, otherwise relative to [`data_dir`] if it exists there; a path found in neither
+/// place is kept as given, so that an error names the path the user wrote.
 pub fn resolve_input(path: &str) -> PathBuf {
     let p = PathBuf::from(path);
     if p.is_absolute() || p.exists() {
-        p
+        return p;
+    }
+    let shipped = data_dir().join(&p);
+    if shipped.exists() {
+        shipped
     } else {
-        data_dir().join(p)
+        p
     }
 }
 

@@ -165,12 +165,12 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "molecules",
-        help: "number of molecules (a cube)",
+        help: "number of molecules (a cube), or `deck` (its NMOL; the default when --input or --param deck= gives a deck)",
         defaults: ["64", "512", "9261"],
     },
     ParamSpec {
         name: "steps",
-        help: "time steps",
+        help: "time steps, or `deck` (its NSTEP; the default when --input or --param deck= gives a deck)",
         defaults: ["3", "20", "3"],
     },
     ParamSpec {
@@ -204,6 +204,11 @@ pub struct Setup {
     pub nprint: usize,
 }
 
+/// The longest time step accepted, seconds: about 67 times SPLASH-2's 1.5e-16 s.
+/// Water's integration of molecular motion is only stable for steps of the order of a
+/// femtosecond; far longer ones overflow to infinities.
+pub const MAX_TSTEP_S: f64 = 1e-14;
+
 /// A parameter that is either `deck` (take the deck's value) or a value.
 fn deck_or<T: std::str::FromStr + std::fmt::Display>(
     params: &Params,
@@ -217,23 +222,55 @@ fn deck_or<T: std::str::FromStr + std::fmt::Display>(
     }
 }
 
+/// The number of molecules, for the memory estimate: the parameter, or the deck's NMOL.
+fn molecules(params: &Params) -> Result<u64, AppError> {
+    if params.str("molecules")? == "deck" {
+        let d = deck::read_deck(&app_common::resolve_input(params.str("deck")?))?;
+        return Ok(d.nmol.clamp(1, 1 << 20) as u64);
+    }
+    params.get_in::<u64>("molecules", 1, 1 << 20)
+}
+
 /// Reads the input files and builds the initial state from the parameters.
 pub fn setup(params: &Params) -> Result<Setup, AppError> {
     let d = deck::read_deck(&app_common::resolve_input(params.str("deck")?))?;
     let randoms = deck::read_randoms(&app_common::resolve_input(params.str("random")?))?;
-    let nmol = params.get_in::<usize>("molecules", 1, 1 << 20)?;
-    let steps = params.get_in::<usize>("steps", 1, 1 << 20)?;
     let bad = |name: &str, value: String, why: &str| AppError::BadParam {
         name: name.into(),
         value,
         why: why.into(),
     };
+    // `deck`: the deck's own figure (the harness asks for it when a deck is given).
+    let count = |name: &str, field: &str, from_deck: i64| -> Result<usize, AppError> {
+        if params.str(name)? != "deck" {
+            return params.get_in::<usize>(name, 1, 1 << 20);
+        }
+        usize::try_from(from_deck)
+            .ok()
+            .filter(|v| (1..=1 << 20).contains(v))
+            .ok_or_else(|| {
+                bad(
+                    name,
+                    format!("deck ({field} = {from_deck})"),
+                    &format!(
+                        "the deck's {field} must be from 1 to 1048576; correct the deck or give \
+                         --param {name}=N"
+                    ),
+                )
+            })
+    };
+    let nmol = count("molecules", "NMOL", d.nmol)?;
+    let steps = count("steps", "NSTEP", d.nstep)?;
     let tstep = deck_or(params, "tstep", d.tstep_s)?;
-    if !(tstep > 0.0 && tstep.is_finite()) {
+    if !(tstep > 0.0 && tstep <= MAX_TSTEP_S) {
         return Err(bad(
             "tstep",
-            tstep.to_string(),
-            "the time step must be positive",
+            format!("{tstep:e}"),
+            &format!(
+                "the time step must be positive and at most {MAX_TSTEP_S:e} s (the deck's is \
+                 {:e} s; a step much longer makes the molecules' motion overflow)",
+                d.tstep_s
+            ),
         ));
     }
     let norder = deck_or(params, "norder", d.norder)?;
@@ -317,7 +354,7 @@ impl GridSize {
 /// The grid of `params` (the deck is read for a `deck` cutoff); `None` for a cutoff that
 /// [`setup`] refuses, which then says why.
 fn grid_of(params: &Params) -> Result<Option<GridSize>, AppError> {
-    let nmol = params.get_in::<usize>("molecules", 1, 1 << 20)?;
+    let nmol = molecules(params)? as usize;
     let cutoff = if params.str("cutoff")? == "deck" {
         deck::read_deck(&app_common::resolve_input(params.str("deck")?))?.cutoff
     } else {
@@ -361,9 +398,8 @@ impl App for WaterNsq {
     }
 
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
-        let nmol = params.get_in::<u64>("molecules", 1, 1 << 20)?;
         // Three atoms, three directions, the predictor-corrector's derivatives and forces.
-        Ok(nmol * 600)
+        Ok(molecules(params)? * 600)
     }
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
@@ -407,7 +443,7 @@ impl App for WaterSp {
     }
 
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
-        let nmol = params.get_in::<u64>("molecules", 1, 1 << 20)?;
+        let nmol = molecules(params)?;
         // Three atoms, three directions, the predictor-corrector's derivatives and forces;
         // and the cell grid.
         let grid = grid_of(params)?.map_or(0.0, |g| g.bytes());
@@ -416,7 +452,7 @@ impl App for WaterSp {
 
     fn data_note(&self, params: &Params) -> Option<String> {
         let g = grid_of(params).ok()??;
-        let mols = params.get::<u64>("molecules").ok()? as f64 * 600.0;
+        let mols = molecules(params).ok()? as f64 * 600.0;
         let short = |x: f64| {
             if x < 1e6 {
                 format!("{x:.0}")

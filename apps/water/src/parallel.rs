@@ -251,13 +251,24 @@ pub fn water_sp(
     let grid = sp::Grid::new(&sys);
     let nprocs = config.nodes * config.procs_per_node;
     if grid.cells() < nprocs {
+        // The cells per side are the box over the cutoff: blame the cutoff if the run
+        // set one, else the molecules (whose count sets the box).
+        let (name, value) = match params.str("cutoff")? {
+            "deck" => ("molecules".to_string(), nmol.to_string()),
+            cutoff => ("cutoff".to_string(), cutoff.to_string()),
+        };
         return Err(AppError::BadParam {
-            name: "molecules".into(),
-            value: nmol.to_string(),
+            name,
+            value,
             why: format!(
-                "Water-spatial needs at least one cell per processor; {} molecules give {} cells for {nprocs} processors",
-                nmol,
-                grid.cells()
+                "Water-spatial needs at least one cell per processor; {nmol} molecules (a box \
+                 of {:.3} angstrom) with a cutoff of {:.3} angstrom in effect give {} cell(s) \
+                 for {nprocs} processors; give a cutoff of at most {:.3} (--param cutoff=), \
+                 more molecules, or fewer processors",
+                sys.boxl,
+                sys.cutoff,
+                grid.cells(),
+                sys.boxl / (nprocs as f64).cbrt().ceil()
             ),
         });
     }

@@ -147,5 +147,9 @@ fn too_few_molecules_or_cells_for_the_processors_are_rejected() {
     let e = WATER_SP
         .parallel(&params(&WATER_SP, &[("molecules", "27")]), &c)
         .unwrap_err();
-    assert!(e.to_string().contains("1 cells for 4 processors"), "{e}");
+    assert!(e.to_string().contains("1 cell(s) for 4 processors"), "{e}");
+    assert!(
+        matches!(&e, AppError::BadParam { name, .. } if name == "molecules"),
+        "{e}"
+    );
 }

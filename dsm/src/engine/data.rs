@@ -66,8 +66,8 @@ impl Node {
         let mut d = Vec::with_capacity(64);
         let changed = diff::encode(twin, &page, &mut d);
         let nruns = diff::runs(&d).count();
-        crate::sched::charge_cost(|h, _| {
-            h.diff_scan_ns_per_byte * self.page_bytes as f64 + (h.diff_run_ns * nruns as u64) as f64
+        crate::sched::charge_cost("host.diff_scan_ns_per_byte and host.diff_run_ns", |h, _| {
+            h.diff_scan_ns_per_byte * self.page_bytes as f64 + h.diff_run_ns as f64 * nruns as f64
         });
         NodeCounters::bump(&self.counters.diffs);
         self.counters

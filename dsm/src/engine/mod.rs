@@ -360,7 +360,7 @@ impl Node {
     ///
     /// Modeled time: a copy of a page (a twin, a master copy sent to a requester).
     fn copy_page(&self, p: u32) -> Vec<u8> {
-        crate::sched::charge_cost(|h, _| h.copy_ns_per_byte * self.page_bytes as f64);
+        crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * self.page_bytes as f64);
         self.snapshot_page(p)
     }
 
@@ -377,7 +377,7 @@ impl Node {
 
     /// Overwrites this node's page `p` with `bytes` (a fetched master copy).
     fn install_page(&self, p: u32, bytes: &[u8]) {
-        crate::sched::charge_cost(|h, _| h.copy_ns_per_byte * bytes.len() as f64);
+        crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * bytes.len() as f64);
         assert_eq!(bytes.len(), self.page_bytes, "page reply of the wrong size");
         // SAFETY: as in copy_page; the caller holds the page lock, and the application
         // cannot write the page (it is invalid or read-only here while a copy arrives).
@@ -388,7 +388,7 @@ impl Node {
     fn apply_runs<'a>(&self, p: u32, runs: impl Iterator<Item = (usize, &'a [u8])>) {
         let base = self.alias_ptr(p);
         for (off, bytes) in runs {
-            crate::sched::charge_cost(|h, _| h.diff_apply_ns_per_byte * bytes.len() as f64);
+            crate::sched::charge_cost("host.diff_apply_ns_per_byte", |h, _| h.diff_apply_ns_per_byte * bytes.len() as f64);
             assert!(
                 off + bytes.len() <= self.page_bytes,
                 "diff run outside page {p}"
@@ -522,7 +522,7 @@ impl Node {
             return Err(self.outside_message(offset));
         }
         let _entry = Clock::enter();
-        crate::sched::charge_cost(|h, _| h.fault_ns as f64);
+        crate::sched::charge_cost("host.fault_ns", |h, _| h.fault_ns as f64);
         let p = (offset / self.page_bytes) as u32;
         if write {
             NodeCounters::bump(&self.counters.write_faults);

@@ -87,7 +87,7 @@ pub enum NetError {
     TooManyNodes { nodes: usize },
     #[error("region [{offset:#x}, {end:#x}) lies outside the network address space of {space} bytes; use a smaller region or a profile with more address space")]
     OutsideAddressSpace { offset: u64, end: u64, space: u64 },
-    #[error("the network address space of {space} bytes is full: {wanted} more bytes were requested with {left} left{hint}")]
+    #[error("the network address space of {space} bytes is full: {wanted} more bytes were requested with {left} left{hint}; use a network with more address space (--network host has 64 GiB and every feature; `cashmere profiles` lists each network's, column space), fewer nodes or processors per node, or a smaller input")]
     AddressSpaceFull {
         space: u64,
         wanted: u64,
@@ -96,10 +96,22 @@ pub enum NetError {
     },
     #[error("{0}")]
     Message(#[from] MsgError),
-    #[error("cannot set up the fabric: {0}")]
+    #[error("cannot set up the fabric: {0}{hint}", hint = fabric_hint(.0))]
     Io(#[from] std::io::Error),
     #[error("the inherited fabric does not match this program's configuration ({0}); run the same binary with the same arguments on every node")]
     Mismatch(String),
+}
+
+/// What to do when the fabric's memory cannot be had: it holds every node's shared heap
+/// (twice in the in-process mode), so a memory or address-space limit is met first there.
+fn fabric_hint(e: &std::io::Error) -> &'static str {
+    if e.raw_os_error() == Some(crate::sys::ENOMEM) {
+        "; the fabric maps every node's shared heap, so a memory or address-space limit \
+         (`ulimit -v`) is met there first: give a smaller heap with --heap-mb (or DSM_HEAP_MB), \
+         or fewer nodes"
+    } else {
+        ""
+    }
 }
 
 /// How the fabric is laid out; identical in every process of a cluster.
@@ -131,6 +143,16 @@ fn round_up(x: u64, to: u64) -> u64 {
     x.div_ceil(to) * to
 }
 
+/// The network address space the fabric itself takes for `nodes` nodes of `procs`
+/// processors, before any region: message rings, their heads and the reply mailboxes.
+pub fn fixed_space_bytes(nodes: usize, procs: usize) -> u64 {
+    let n = nodes as u64;
+    let rings = n * n * RING_BYTES;
+    let heads = n * round_up(n * 64, MC_PAGE_BYTES);
+    let mailboxes = n * round_up((procs as u64 + 1) * MAILBOX_BYTES, MC_PAGE_BYTES);
+    rings + heads + mailboxes
+}
+
 impl Layout {
     pub fn new(
         nodes: usize,
@@ -153,6 +175,7 @@ impl Layout {
         let mailboxes_base = heads_base + n * heads_per_node;
         let mbox_per_node = round_up(mailboxes as u64 * MAILBOX_BYTES, MC_PAGE_BYTES);
         let user_base = mailboxes_base + n * mbox_per_node;
+        debug_assert_eq!(user_base, fixed_space_bytes(nodes, procs));
         if user_base > address_space_bytes {
             return Err(NetError::AddressSpaceFull {
                 space: address_space_bytes,

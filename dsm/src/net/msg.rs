@@ -164,7 +164,7 @@ impl Messenger {
         }
         let record = RECORD_HEADER + (payload.len() as u64).div_ceil(8) * 8;
         // Modeled time: the sender's software overhead comes before the wire.
-        crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
+        crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let ring = fabric.ring_off(to, self.node);
         let head_line = fabric.pool_ptr(self.node, fabric.head_off(self.node, to));
         let head_word = word64(head_line);
@@ -275,7 +275,9 @@ impl Messenger {
                     }
                 };
                 // Modeled time: receiving and dispatching the message.
-                crate::sched::charge_cost(|host, net| (net.recv_overhead_ns + host.handler_ns) as f64);
+                crate::sched::charge_cost("network recv_overhead_ns and host.handler_ns", |host, net| {
+                    net.recv_overhead_ns as f64 + host.handler_ns as f64
+                });
                 f(msg);
                 handled += 1;
                 head += RECORD_HEADER + (len as u64).div_ceil(8) * 8;
@@ -321,7 +323,7 @@ impl Messenger {
         }
         let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
         let bytes = MAILBOX_DATA_OFF + payload.len() as u64;
-        crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
+        crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = mb as usize;
         let deferred =
             crate::sched::transmit(self.node, 1 << to, bytes, crate::sched::Wake::Slot(slot), |_| {
@@ -358,7 +360,7 @@ impl Messenger {
         // SAFETY: this node's acknowledgement word lies inside the mailbox (MAILBOX_ACK_OFF
         // plus 4 per node, below MAILBOX_DATA_OFF), 4-aligned.
         let word = unsafe { mb.add((MAILBOX_ACK_OFF + 4 * self.node as u64) as usize) };
-        crate::sched::charge_cost(|_, net| net.send_overhead_ns as f64);
+        crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = word as usize;
         let deferred =
             crate::sched::transmit(self.node, 1 << to, 8, crate::sched::Wake::Slot(slot), |_| {
@@ -400,7 +402,7 @@ impl Messenger {
         seam.until_flagged(what, parked, || {
             (0..64).filter(|n| from & (1u64 << n) != 0).all(acked)
         })?;
-        crate::sched::charge_cost(|_, net| net.recv_overhead_ns as f64);
+        crate::sched::charge_cost("network recv_overhead_ns", |_, net| net.recv_overhead_ns as f64);
         Ok(())
     }
 
@@ -426,7 +428,7 @@ impl Messenger {
         // SAFETY: the parked word at offset 4 of our own mailbox.
         let parked = word32(unsafe { mb.add(4) });
         seam.until_flagged(what, parked, || tok.load(Ordering::SeqCst) == token)?;
-        crate::sched::charge_cost(|_, net| net.recv_overhead_ns as f64);
+        crate::sched::charge_cost("network recv_overhead_ns", |_, net| net.recv_overhead_ns as f64);
         let len = word32(mb.wrapping_add(8)).load(Ordering::Relaxed) as usize;
         out.clear();
         // SAFETY: the replier wrote len payload bytes before storing the token we saw.

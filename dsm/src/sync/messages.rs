@@ -60,7 +60,7 @@ impl Managed {
 
     pub(crate) fn lock_acquire<H: SyncHost + ?Sized>(&self, host: &H, lock: usize) {
         // Modeled time: the requester's local step (as the Memory Channel lock's).
-        crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
+        crate::sched::charge_cost("host.local_sync_ns", |h, _| h.local_sync_ns as f64);
         ask(
             host,
             lock % host.nodes(),
@@ -120,7 +120,7 @@ impl Managed {
         let mut g = self.objects.lock().expect("poisoned");
         if matches!(msg, Msg::LockAcquire { .. }) {
             // Modeled time: the manager's step on its lock record.
-            crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
+            crate::sched::charge_cost("host.local_sync_ns", |h, _| h.local_sync_ns as f64);
         }
         match msg {
             Msg::LockAcquire { lock } => {

@@ -187,7 +187,7 @@ impl SyncState {
     fn barrier_then<H: SyncHost + ?Sized>(&self, host: &H, b: usize, acquire: bool) {
         let _entry = Clock::enter();
         // Modeled time: this processor's arrival on the node's barrier counter.
-        crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
+        crate::sched::charge_cost("host.local_sync_ns", |h, _| h.local_sync_ns as f64);
         let local = &self.local_barriers[b];
         // Read the round before arriving: it cannot advance until this processor arrives.
         let round = local.round.load(Ordering::Acquire);

@@ -82,7 +82,7 @@ impl Network {
             .hold(&host.seam(), WaitFor::LocalLock { id: lock })
             .unwrap_or_else(|e| panic!("{e}"));
         // Modeled time: the node's test-and-set step in hardware-coherent memory.
-        crate::sched::charge_cost(|h, _| h.local_sync_ns as f64);
+        crate::sched::charge_cost("host.local_sync_ns", |h, _| h.local_sync_ns as f64);
         self.bid(host, lock);
     }
 
