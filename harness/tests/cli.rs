@@ -1404,7 +1404,7 @@ fn inputs_once_silently_ignored_are_refused() {
     let _ = std::fs::remove_file(&big);
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert!(o.stderr.len() < 2000, "a message of {} bytes", o.stderr.len());
-    assert!(o.stderr.contains("larger than 1024 KiB"), "{}", o.stderr);
+    assert!(o.stderr.contains("larger than the limit of 1 MiB"), "{}", o.stderr);
 }
 
 /// A small wall-clock table of SOR under CSM-DMS and CSM-None in `out`.
