@@ -848,6 +848,7 @@ where
                 &net,
                 npages,
                 proto.home == crate::config::HomePolicy::Migrating,
+                cfg.test_knobs.notice_ring_capacity,
             )?,
             MetadataStrategy::HomeHeld => Directory::home_held(npages),
         };
@@ -888,7 +889,9 @@ where
                 &net,
                 npages,
                 cfg.page_bytes,
-                npages.clamp(1, 256),
+                cfg.test_knobs
+                    .broadcast_slots_per_node
+                    .unwrap_or(npages.clamp(1, 256)),
             )?)
         } else {
             None
