@@ -164,7 +164,7 @@ fn run_program(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, Stri
         let locks = s.locks(LOCKS);
         let flags = s.flags(ROUNDS);
         let bar = s.barrier();
-        move |p| -> Result<(), String> {
+        or_panic(move |p: &dsm::Proc| -> Result<(), String> {
             let me = p.id();
             let mut expect_counters = vec![0u64; COUNTERS];
             for round in 0..ROUNDS {
@@ -277,14 +277,21 @@ fn run_program(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, Stri
                 bar.wait(p);
             }
             Ok(())
-        }
+        })
     });
     finish(r)
 }
 
+/// A processor's body that panics on a failed check. A processor that returned early
+/// would leave the others waiting at the next barrier for ever; a panic fails its node,
+/// which aborts the cluster, and the run's error names the node and the check.
+fn or_panic(body: impl Fn(&dsm::Proc) -> Result<(), String> + Sync) -> impl Fn(&dsm::Proc) + Sync {
+    move |p| body(p).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A run's outcome: its counters if every processor's checks passed (empty counters for
 /// a run a node process skips).
-fn finish(r: Result<dsm::Report<Result<(), String>>, dsm::DsmError>) -> Result<Counters, String> {
+fn finish(r: Result<dsm::Report<()>, dsm::DsmError>) -> Result<Counters, String> {
     match r {
         Err(e) if e.is_other_run() => Ok(Counters::default()),
         Err(e) => Err(e.to_string()),
@@ -308,9 +315,7 @@ fn finish(r: Result<dsm::Report<Result<(), String>>, dsm::DsmError>) -> Result<C
                     k.notice_overflows,
                 );
             }
-            let counters = rep.counters;
-            rep.results.into_iter().collect::<Result<(), String>>()?;
-            Ok(counters)
+            Ok(rep.counters)
         }
     }
 }
@@ -718,7 +723,7 @@ fn run_sub_word(case: &Case) -> Result<Counters, String> {
         let mixed = s.alloc_named::<u64>(SW_MIXED, "sub-word mixed words");
         let locks = s.locks(LOCKS);
         let bar = s.barrier();
-        move |p| -> Result<(), String> {
+        or_panic(move |p: &dsm::Proc| -> Result<(), String> {
             let me = p.id();
             let (bytes, halves) = (words.cast::<u8>(), words.cast::<u16>());
             let (mbytes, mhalves) = (mixed.cast::<u8>(), mixed.cast::<u16>());
@@ -782,7 +787,7 @@ fn run_sub_word(case: &Case) -> Result<Counters, String> {
                 bar.wait(p);
             }
             Ok(())
-        }
+        })
     });
     finish(r)
 }
@@ -847,7 +852,7 @@ fn run_split_diffs(case: &Case) -> Result<Counters, String> {
         let pages = s.alloc_named::<u8>(SPLIT_PAGES * SPLIT_PAGE, "split pages");
         let locks = s.locks(LOCKS);
         let bar = s.barrier();
-        move |p| -> Result<(), String> {
+        or_panic(move |p: &dsm::Proc| -> Result<(), String> {
             let me = p.id();
             let words = pages.cast::<u64>();
             for round in 0..SPLIT_ROUNDS {
@@ -892,7 +897,7 @@ fn run_split_diffs(case: &Case) -> Result<Counters, String> {
                 bar.wait(p);
             }
             Ok(())
-        }
+        })
     });
     finish(r)
 }
@@ -1025,7 +1030,7 @@ fn run_lock_chains(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, 
         let locks = s.locks(CHAIN_RECORDS);
         let bar = s.barrier();
         let home_nodes = home_nodes.clone();
-        move |p| -> Result<(), String> {
+        or_panic(move |p: &dsm::Proc| -> Result<(), String> {
             let me = p.id();
             let home_proc = |q: usize| home_nodes.contains(&(q / procs));
             let mut last = [0u64; CHAIN_RECORDS];
@@ -1125,7 +1130,7 @@ fn run_lock_chains(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, 
                 bar.wait(p);
             }
             Ok(())
-        }
+        })
     });
     finish(r)
 }
