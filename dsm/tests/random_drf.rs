@@ -491,9 +491,11 @@ fn sweep_cases(
                         Err(e) => {
                             let what = format!(
                                 "class {} under {} on {backend} with {nodes} nodes x {procs} procs ({mode}, {clock} clock) failed for seed {seed}: {e}\n\
-                                 replay with DSM_SEED={seed} DSM_BACKEND={backend}",
+                                 replay with: DSM_SEED={seed} DSM_BACKEND={backend} cargo test -p dsm{} --test random_drf {} -- --exact",
                                 class.name(),
-                                proto.name
+                                proto.name,
+                                if backend == FaultBackend::Userfaultfd { " --features userfaultfd" } else { "" },
+                                std::thread::current().name().filter(|&n| n != "main").unwrap_or("TEST_NAME")
                             );
                             if std::env::var_os("DSM_KEEP_GOING").is_none() {
                                 panic!("{what}");
