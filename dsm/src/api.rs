@@ -135,6 +135,34 @@ impl<T: Plain> Shared<T> {
     pub fn as_ptr(&self) -> *mut T {
         self.ptr as *mut T
     }
+
+    /// The same bytes as an array of `U`, of `len * size_of::<T>() / size_of::<U>()`
+    /// elements: for example a `u64` array's bytes as `u8` and `u16` fields that several
+    /// processors own within one word. Every bit pattern is a valid `T` and `U` (both
+    /// [`Plain`]), and the rules of the module doc apply to each byte: a program that writes
+    /// a `u16` element and reads the `u64` word holding it must order the two.
+    ///
+    /// # Panics
+    /// If the array's bytes are not a whole number of `U`s, or not aligned for `U`
+    /// (allocations start on a page, so an array cast to a smaller type always is).
+    pub fn cast<U: Plain>(&self) -> Shared<U> {
+        let bytes = self.len * std::mem::size_of::<T>();
+        let size = std::mem::size_of::<U>();
+        assert!(
+            size > 0 && bytes % size == 0,
+            "a shared array of {bytes} bytes is not a whole number of {size}-byte elements"
+        );
+        assert!(
+            self.ptr % std::mem::align_of::<U>() == 0,
+            "a shared array at {:#x} is not aligned for {size}-byte elements",
+            self.ptr
+        );
+        Shared {
+            ptr: self.ptr,
+            len: bytes / size,
+            _t: PhantomData,
+        }
+    }
 }
 
 /// A cluster-wide lock.
@@ -839,6 +867,7 @@ where
                 &net,
                 npages,
                 proto.home == crate::config::HomePolicy::Migrating,
+                cfg.test_knobs.notice_ring_capacity,
             )?,
             MetadataStrategy::HomeHeld => Directory::home_held(npages),
         };
@@ -879,7 +908,9 @@ where
                 &net,
                 npages,
                 cfg.page_bytes,
-                npages.clamp(1, 256),
+                cfg.test_knobs
+                    .broadcast_slots_per_node
+                    .unwrap_or(npages.clamp(1, 256)),
             )?)
         } else {
             None

@@ -294,7 +294,14 @@ impl Broadcast {
     /// `epoch`) into this node's slot for p by broadcast. Returns false if skipped: because
     /// the slot already holds a valid copy of p, or because `tag` is already out of date
     /// (no reader would accept the copy).
+    #[cfg(test)]
     pub fn publish(&self, net: &Net, p: u32, tag: u64, data: &[u8]) -> bool {
+        self.publish_evicting(net, p, tag, data).is_some()
+    }
+
+    /// [`Broadcast::publish`], saying what it did: `None` if skipped, else whether the
+    /// slot held a copy of another page, which this publication evicted (slot reuse).
+    pub fn publish_evicting(&self, net: &Net, p: u32, tag: u64, data: &[u8]) -> Option<bool> {
         self.check_net(net);
         self.check_page(p);
         assert_eq!(
@@ -307,8 +314,9 @@ impl Broadcast {
             .expect("poisoned");
         let now = self.epoch(net, p);
         if tag != now || tag == NO_EPOCH || (slot.page == Some(p) && slot.tag == now) {
-            return false;
+            return None;
         }
+        let evicted = slot.page.is_some_and(|q| q != p);
         // Before the first transmit: from now on a node may hold a copy of p it did not
         // fetch from us (the caller holds p's page lock, as the home's release does when
         // it asks `may_have_copies`).
@@ -328,7 +336,7 @@ impl Broadcast {
             page: Some(p),
             tag,
         };
-        true
+        Some(evicted)
     }
 
     /// At the home: whether a copy of p may have been published, so that another node may
@@ -553,10 +561,11 @@ mod tests {
         let c = cluster(2, 8, 4);
         assert!(publish(&c[0], 2, &patterned(1)));
         assert!(!publish(&c[0], 2, &patterned(1)));
-        // A page sharing the slot evicts it; then p is published again.
-        assert!(publish(&c[0], 6, &patterned(2)));
+        // A page sharing the slot evicts it; then p is published again, evicting it back.
+        let (net, b) = &c[0];
+        assert_eq!(b.publish_evicting(net, 6, b.epoch(net, 6), &patterned(2)), Some(true));
         assert_eq!(lookup(&c[1], 0, 2), None);
-        assert!(publish(&c[0], 2, &patterned(1)));
+        assert_eq!(b.publish_evicting(net, 2, b.epoch(net, 2), &patterned(1)), Some(true));
         c[1].1.note_modified(&c[1].0, 2);
         assert!(publish(&c[0], 2, &patterned(3)));
         assert!(!publish(&c[0], 2, &patterned(3)));

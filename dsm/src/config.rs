@@ -208,6 +208,24 @@ pub struct Config {
     /// Modeled clock: virtual nanoseconds per nanosecond of this machine's thread CPU time
     /// (the app's CPU scale factor: the platform's sequential time over ours).
     pub cpu_scale: f64,
+    /// Test-only limits that shrink protocol resources so that small test programs reach
+    /// paths a real run reaches only at scale. The default changes nothing.
+    #[doc(hidden)]
+    pub test_knobs: TestKnobs,
+}
+
+/// Test-only limits on protocol resources ([`Config::test_knobs`]), so that tests reach
+/// the paths that run when a resource is used up. `None` keeps the engine's own size.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TestKnobs {
+    /// Broadcast-buffer slots per node (CSM-ADB; `crate::broadcast`): fewer slots than
+    /// broadcast pages make pages of one home evict each other from its slots. At least 1.
+    pub broadcast_slots_per_node: Option<usize>,
+    /// Write notices one ring holds (replicated directory; `crate::directory`): a release
+    /// that notices more pages than fit overflows the ring, and the receiver invalidates
+    /// every page it caches. At least 1, at most the ring's own capacity.
+    pub notice_ring_capacity: Option<usize>,
 }
 
 /// The default of [`Config::stall_timeout`]: long enough that a slow but live node (its
@@ -312,6 +330,7 @@ impl Config {
             clock: ClockMode::Wall,
             platform: crate::platform::by_name("alphaserver-mc2").expect("built in"),
             cpu_scale: 1.0,
+            test_knobs: TestKnobs::default(),
         }
     }
 
@@ -415,6 +434,12 @@ impl Config {
         }
         if self.clock == ClockMode::Modeled && !(self.cpu_scale.is_finite() && self.cpu_scale >= 0.0) {
             return bad(format!("the CPU scale factor {} is not a finite number >= 0", self.cpu_scale));
+        }
+        if self.test_knobs.broadcast_slots_per_node == Some(0) {
+            return bad("the test knob broadcast_slots_per_node is 0; a node needs at least one broadcast slot".into());
+        }
+        if self.test_knobs.notice_ring_capacity == Some(0) {
+            return bad("the test knob notice_ring_capacity is 0; a write-notice ring holds at least one notice".into());
         }
         if let Some(why) = self.protocol.unsupported() {
             return Err(DsmError::Unsupported {

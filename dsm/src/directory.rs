@@ -53,6 +53,8 @@ pub(crate) struct Replicated {
     stride: u64,
     notices: Region,
     ring_bytes: u64,
+    /// Notices one ring holds: what its bytes hold, or fewer (`TestKnobs`).
+    capacity: u64,
     consumed: Region,
     nodes: usize,
     /// Keep the home's `WRITING` bit (home migration reads it).
@@ -105,11 +107,14 @@ pub(crate) fn replicated_fixed_bytes(nodes: usize) -> u64 {
 }
 
 impl Directory {
-    /// Allocates the replicated directory's regions (same order on every node).
+    /// Allocates the replicated directory's regions (same order on every node). With
+    /// `ring_capacity` (a test knob, `crate::config::TestKnobs`), a notice ring holds at most
+    /// that many notices, so that a test can overflow it.
     pub fn replicated(
         net: &Net,
         npages: usize,
         track_writing: bool,
+        ring_capacity: Option<usize>,
     ) -> Result<Directory, NetError> {
         let nodes = net.nodes();
         let stride = 4 * (1 + nodes as u64);
@@ -121,6 +126,8 @@ impl Directory {
         .unawaited();
         net.attach_rx(&dir, 0, dir.len, true);
         let ring_bytes = notice_ring_bytes(nodes);
+        let full = (ring_bytes - NOTICE_HEADER) / 4;
+        let capacity = ring_capacity.map_or(full, |c| (c as u64).clamp(1, full));
         let per_receiver = nodes as u64 * ring_bytes;
         let notices = net.alloc_region(
             nodes as u64 * per_receiver,
@@ -148,6 +155,7 @@ impl Directory {
             stride,
             notices,
             ring_bytes,
+            capacity,
             consumed,
             nodes,
             track_writing,
@@ -339,7 +347,7 @@ impl Replicated {
     }
 
     fn capacity(&self) -> u64 {
-        (self.ring_bytes - NOTICE_HEADER) / 4
+        self.capacity
     }
 
     fn ring(&self, receiver: usize, sender: usize) -> u64 {

@@ -31,7 +31,8 @@ pub use api::{
 };
 pub use config::{
     kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Config, DataStrategy, DsmError, FaultBackend,
-    HomePolicy, MetadataStrategy, Protocol, SyncStrategy, DEFAULT_STALL_TIMEOUT, MAX_HEAP_BYTES,
+    HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
+    MAX_HEAP_BYTES,
 };
 pub use launch::ExecMode;
 pub use sched::MAX_VIRTUAL_NS;

@@ -26,6 +26,12 @@ pub struct Counters {
     /// Runs of changed words in the diffs (each charged `diff_run_ns` under the modeled
     /// clock).
     pub diff_runs: u64,
+    /// Diff messages sent (diff-message data only): more than `diffs` when diffs were
+    /// split over several messages, or a message was sent again to a home that moved.
+    pub diff_messages: u64,
+    /// Diff messages after a diff's first that found its home moved (section 2.3.5): the
+    /// home migrated in the middle of a diff split over several messages.
+    pub split_diff_redirects: u64,
     /// Write notices sent (one per page per destination node).
     pub write_notices: u64,
     /// Homes that moved to this node (section 2.3.5).
@@ -44,6 +50,9 @@ pub struct Counters {
     pub pages_broadcast: u64,
     /// Fetches served from a broadcast buffer instead of the home.
     pub broadcast_hits: u64,
+    /// Publications into a broadcast slot that held another page (CSM-ADB): the slot was
+    /// reused, evicting that page's copy.
+    pub broadcast_evictions: u64,
     pub read_faults: u64,
     pub write_faults: u64,
     /// Pages flushed to their home before the node dropped them.
@@ -96,6 +105,8 @@ node_counters!(
     diffs,
     diff_bytes,
     diff_runs,
+    diff_messages,
+    split_diff_redirects,
     write_notices,
     migrations,
     migration_attempts,
@@ -105,6 +116,7 @@ node_counters!(
     notice_overflows,
     pages_broadcast,
     broadcast_hits,
+    broadcast_evictions,
     read_faults,
     write_faults,
     flushes_before_drop,

@@ -979,3 +979,93 @@ fn an_exclusive_holder_that_drops_its_page_flushes_it_whole() {
         );
     }
 }
+
+/// The home moves in the middle of a diff split over several messages (2.3.5), 3 nodes x
+/// 1, one 16 KiB page P homed at node 0, under the modeled clock with declared
+/// computation only, so that the order below is the simulation's, the same on every run.
+/// Nodes 1 and 2 read P. Node 0 writes the even bytes of P's first half, so that node 1's
+/// write fault finds the home writing and twins P instead of taking its home; node 1
+/// writes every odd byte (8,192 runs of one byte: a diff of four messages). Node 0
+/// releases; node 1 releases later, sending its diff to node 0; while its messages are on
+/// their way, node 2 writes the even bytes of P's second half, and its write fault asks
+/// node 0, which no longer writes P, to give it P's home. The rest of node 1's diff is
+/// answered `Moved` and follows the home to node 2. After a barrier every node must see
+/// every byte.
+#[test]
+fn the_home_moves_in_the_middle_of_a_split_diff() {
+    const PAGE: usize = 16384;
+    let value = |i: usize| (i as u8).wrapping_mul(7) | 1;
+    for case in cases_of(&[CSM_MS_MG, CSM_NONE_MG]) {
+        let file = HomesFile::new("litmus-midway", &[(0, 0)]);
+        let mut c = small_config(&case, 3, ExecMode::Threads);
+        c.page_bytes = PAGE;
+        c.clock = dsm::ClockMode::Modeled;
+        c.cpu_scale = 0.0;
+        c.homes_file = Some(file.0.clone());
+        let r = Cluster::new(c)
+            .run(|s| {
+                let a = s.alloc::<u8>(PAGE);
+                let flags = s.flags(2);
+                let bar = s.barrier();
+                move |p| {
+                    let me = p.node();
+                    if me > 0 {
+                        assert_eq!(a.get(0), 0);
+                    }
+                    bar.wait(p);
+                    match me {
+                        0 => {
+                            for i in (0..PAGE / 2).step_by(2) {
+                                a.set(i, value(i));
+                            }
+                            p.compute(300_000);
+                            flags[0].set(p);
+                        }
+                        1 => {
+                            p.compute(100_000);
+                            for i in (1..PAGE).step_by(2) {
+                                a.set(i, value(i));
+                            }
+                            p.compute(900_000);
+                            flags[1].set(p);
+                        }
+                        _ => {
+                            // Node 1's diff leaves at about 1 ms and takes about 300 us per
+                            // message: the home moves in its middle for delays from 1.2 to
+                            // 3.2 ms on the built-in platform.
+                            p.compute(2_200_000);
+                            for i in (PAGE / 2..PAGE).step_by(2) {
+                                a.set(i, value(i));
+                            }
+                        }
+                    }
+                    bar.wait(p);
+                    (0..PAGE).filter(|&i| a.get(i) != value(i)).count()
+                }
+            })
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let name = &case.name;
+        let k = &r.node_counters;
+        eprintln!(
+            "{name}: node 1 sent {} diff in {} messages, {} redirected midway; migrations {:?}",
+            k[1].diffs,
+            k[1].diff_messages,
+            k[1].split_diff_redirects,
+            k.iter().map(|c| c.migrations).collect::<Vec<_>>()
+        );
+        assert_eq!(r.results, vec![0; 3], "{name}: bytes read wrong, per node");
+        assert_eq!(r.homes, vec![(0, 2)], "{name}: P's home must end at node 2");
+        assert_eq!(k[2].migrations, 1, "{name}: {:?}", k[2]);
+        assert_eq!(
+            (k[1].diffs, k[1].split_diff_redirects),
+            (1, 1),
+            "{name}: node 1's one diff must meet the moved home after its first message: {:?}",
+            k[1]
+        );
+        assert!(
+            k[1].diff_messages >= 5,
+            "{name}: a diff of 8,192 one-byte runs takes four messages, and one goes again: {:?}",
+            k[1]
+        );
+    }
+}

@@ -34,9 +34,13 @@ impl Node {
         };
         let tag = b.epoch(&self.net, p);
         let data = self.snapshot_page(p);
-        if b.note_request(p, self.service.pending_fetches(p)) && b.publish(&self.net, p, tag, &data)
-        {
-            NodeCounters::bump(&self.counters.pages_broadcast);
+        if b.note_request(p, self.service.pending_fetches(p)) {
+            if let Some(evicted) = b.publish_evicting(&self.net, p, tag, &data) {
+                NodeCounters::bump(&self.counters.pages_broadcast);
+                if evicted {
+                    NodeCounters::bump(&self.counters.broadcast_evictions);
+                }
+            }
         }
         data
     }

@@ -109,9 +109,11 @@ impl Node {
                 let mut msg = Vec::with_capacity(d.len().min(crate::net::MAX_MESSAGE_BYTES));
                 let mut out = Vec::new();
                 let mut sharers = 0;
+                let mut first = true;
                 while writer.next_message(&mut msg) {
                     loop {
                         let home = st.home as usize;
+                        NodeCounters::bump(&self.counters.diff_messages);
                         match self.call_encoded(home, kind::DIFF, &msg, &mut out) {
                             Reply::DiffAck { meta } => {
                                 sharers = meta.sharers;
@@ -120,6 +122,9 @@ impl Node {
                             }
                             Reply::Moved { home: to } => {
                                 NodeCounters::bump(&self.counters.redirects);
+                                if !first {
+                                    NodeCounters::bump(&self.counters.split_diff_redirects);
+                                }
                                 assert_ne!(
                                     to.index(),
                                     home,
@@ -130,6 +135,7 @@ impl Node {
                             r => panic!("node {}: unexpected reply to a diff: {r:?}", self.id),
                         }
                     }
+                    first = false;
                 }
                 match self.protocol.metadata {
                     MetadataStrategy::HomeHeld => sharers,
