@@ -926,7 +926,7 @@ where
         cfg.page_bytes,
     )
     .map_err(|e| format!("cannot set up the {} fault backend: {e}", cfg.backend))?;
-    let node = Arc::new(Node::new(
+    let mut node = Node::new(
         ctx.node,
         cfg.procs_per_node,
         cfg.page_bytes,
@@ -940,7 +940,11 @@ where
         sync,
         regions,
         protector,
-    ));
+    );
+    if let Some(b) = cfg.test_knobs.diff_message_bytes {
+        node.diff_message_bytes = b;
+    }
+    let node = Arc::new(node);
     if let Some(homes) = homes {
         for &(p, h) in homes {
             if (p as usize) < node.npages {

@@ -226,6 +226,11 @@ pub struct TestKnobs {
     /// that notices more pages than fit overflows the ring, and the receiver invalidates
     /// every page it caches. At least 1, at most the ring's own capacity.
     pub notice_ring_capacity: Option<usize>,
+    /// The most bytes one `Diff` message may take (diff messages; `crate::wire`): smaller
+    /// than a page's diff, it splits the diff over several messages, which a page of at
+    /// most 16 KiB never needs with word runs under the message limit. From 33 (room for
+    /// one masked word) up to the message limit.
+    pub diff_message_bytes: Option<usize>,
 }
 
 /// The default of [`Config::stall_timeout`]: long enough that a slow but live node (its
@@ -440,6 +445,15 @@ impl Config {
         }
         if self.test_knobs.notice_ring_capacity == Some(0) {
             return bad("the test knob notice_ring_capacity is 0; a write-notice ring holds at least one notice".into());
+        }
+        if let Some(b) = self.test_knobs.diff_message_bytes {
+            let most = crate::net::MAX_MESSAGE_BYTES;
+            if !(crate::wire::MIN_DIFF_BUDGET_BYTES..=most).contains(&b) {
+                return bad(format!(
+                    "the test knob diff_message_bytes is {b}; a diff message takes from {} to {most} bytes",
+                    crate::wire::MIN_DIFF_BUDGET_BYTES
+                ));
+            }
         }
         if let Some(why) = self.protocol.unsupported() {
             return Err(DsmError::Unsupported {

@@ -94,6 +94,10 @@ const RUN_HEADER_BYTES: usize = crate::diff::RUN_HEADER_BYTES;
 /// Bytes a `Page` reply spends before the page data.
 const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 1 + 4;
 
+/// The least byte budget a [`DiffWriter`] takes: room for one masked word.
+pub(crate) const MIN_DIFF_BUDGET_BYTES: usize =
+    DIFF_HEADER_BYTES + RUN_HEADER_BYTES + diff::WORD + 1;
+
 /// The most run data one `Diff` message can carry. [`DiffWriter`] splits longer diffs.
 pub(crate) const MAX_DIFF_DATA_BYTES: usize =
     MAX_MESSAGE_BYTES - DIFF_HEADER_BYTES - RUN_HEADER_BYTES;
@@ -662,7 +666,7 @@ impl<'r, I: Iterator<Item = diff::Run<'r>>> DiffWriter<'r, I> {
     /// If the budget exceeds [`MAX_MESSAGE_BYTES`], or leaves no room for a masked word
     /// after the headers (then no diff could make progress).
     pub(crate) fn with_budget(page: PageId, runs: I, budget_bytes: usize) -> Self {
-        let least = DIFF_HEADER_BYTES + RUN_HEADER_BYTES + diff::WORD + 1;
+        let least = MIN_DIFF_BUDGET_BYTES;
         assert!(
             budget_bytes >= least && budget_bytes <= MAX_MESSAGE_BYTES,
             "diff budget of {budget_bytes} bytes outside {least}..={MAX_MESSAGE_BYTES}",

@@ -985,7 +985,8 @@ fn an_exclusive_holder_that_drops_its_page_flushes_it_whole() {
 /// computation only, so that the order below is the simulation's, the same on every run.
 /// Nodes 1 and 2 read P. Node 0 writes the even bytes of P's first half, so that node 1's
 /// write fault finds the home writing and twins P instead of taking its home; node 1
-/// writes every odd byte (8,192 runs of one byte: a diff of four messages). Node 0
+/// writes every odd byte (one run of 2,048 masked words, split by a test knob into four
+/// messages of at most 4,700 bytes: a 16 KiB page's diff fits one message otherwise). Node 0
 /// releases; node 1 releases later, sending its diff to node 0; while its messages are on
 /// their way, node 2 writes the even bytes of P's second half, and its write fault asks
 /// node 0, which no longer writes P, to give it P's home. The rest of node 1's diff is
@@ -1002,6 +1003,9 @@ fn the_home_moves_in_the_middle_of_a_split_diff() {
         c.clock = dsm::ClockMode::Modeled;
         c.cpu_scale = 0.0;
         c.homes_file = Some(file.0.clone());
+        // Word runs put node 1's whole diff in one message of about 18 KB; at most 4,700
+        // bytes a message, it takes four.
+        c.test_knobs.diff_message_bytes = Some(4700);
         let r = Cluster::new(c)
             .run(|s| {
                 let a = s.alloc::<u8>(PAGE);
@@ -1030,10 +1034,10 @@ fn the_home_moves_in_the_middle_of_a_split_diff() {
                             flags[1].set(p);
                         }
                         _ => {
-                            // Node 1's diff leaves at about 1 ms and takes about 300 us per
-                            // message: the home moves in its middle for delays from 1.2 to
-                            // 3.2 ms on the built-in platform.
-                            p.compute(2_200_000);
+                            // Node 1's diff leaves at about 1 ms in four messages of 4.7 KB:
+                            // the home moves in its middle for delays from 1.2 to 1.5 ms on
+                            // the built-in platform.
+                            p.compute(1_350_000);
                             for i in (PAGE / 2..PAGE).step_by(2) {
                                 a.set(i, value(i));
                             }
@@ -1064,7 +1068,7 @@ fn the_home_moves_in_the_middle_of_a_split_diff() {
         );
         assert!(
             k[1].diff_messages >= 5,
-            "{name}: a diff of 8,192 one-byte runs takes four messages, and one goes again: {:?}",
+            "{name}: a diff of 2,048 masked words takes four messages, and one goes again: {:?}",
             k[1]
         );
     }

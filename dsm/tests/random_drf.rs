@@ -396,6 +396,22 @@ impl Class {
     }
 }
 
+/// Widens the window of a first-touch claim (issue 16's lost update: a claimant that
+/// received other nodes' diffs while its claim was in flight): one claim in three yields
+/// the host CPU 1 to 64 times before it asks the page's manager, so that meanwhile other
+/// processors, of this node and others, learn the winner, fetch the page, write it under
+/// locks and release. (A deterministic version of the scenario is `tests/first_touch.rs`.)
+fn widen_claim(node: usize, page: usize) {
+    static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut r = Rng(n ^ (node as u64) << 40 ^ (page as u64) << 8);
+    if r.below(3) == 0 {
+        for _ in 0..1 + r.below(64) {
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// One run of a sweep.
 struct Case {
     class: Class,
@@ -411,6 +427,9 @@ struct Case {
 impl Case {
     /// The configuration every class starts from.
     fn config(&self) -> Config {
+        // Every case's first-touch claims are widened (the hook is the process's, set
+        // alike in the node processes, which run this same code).
+        dsm::testing::set_claim_hook(Some(widen_claim));
         let mut c = Config::new(self.nodes, self.procs, self.proto);
         c.clock = self.clock;
         // DSM_CPU_SCALE=0 makes a modeled run deterministic (no measured computation).
@@ -820,8 +839,9 @@ const SPLIT_PHASES: usize = 3;
 
 /// The processors that write split page `f` in `round`, each the bytes whose index modulo
 /// their number is its place in the list: two or three, on different nodes where the
-/// cluster has them. Every other byte a writer's diff carries, so a diff of a 16 KiB page
-/// is 5,461 or 8,192 runs of one byte: two to four messages.
+/// cluster has them. Every second or third byte a writer changes, so a diff of a 16 KiB
+/// page is one run of 2,048 masked words (about 18 KB), which a diff message of at most
+/// [`split_budget`] bytes (a test knob) carries in four to ten pieces.
 fn split_writers(seed: u64, round: usize, f: usize, procs: usize, nprocs: usize) -> Vec<usize> {
     let mut r = Rng(seed ^ 0x5917 ^ ((round * 16 + f) as u64) << 24);
     let n = (2 + r.below(2)).min(nprocs);
@@ -831,6 +851,12 @@ fn split_writers(seed: u64, round: usize, f: usize, procs: usize, nprocs: usize)
     (0..n)
         .map(|i| (start + (i % nodes) * procs + i / nodes) % nprocs)
         .collect()
+}
+
+/// The most bytes a diff message takes in the split-diff class (seeded, 2 to 5 KB): word
+/// runs put a 16 KiB page's whole diff in one message of the network's 24 KiB otherwise.
+fn split_budget(seed: u64) -> usize {
+    2048 + Rng(seed ^ 0x5918).below(3072)
 }
 
 /// Byte `i` of split page `f` after `phase` of `round`: changes at every phase.
@@ -850,6 +876,7 @@ fn run_split_diffs(case: &Case) -> Result<Counters, String> {
     let nprocs = case.nodes * procs;
     let mut c = case.config();
     c.page_bytes = SPLIT_PAGE;
+    c.test_knobs.diff_message_bytes = Some(split_budget(seed));
     let r = Cluster::new(c).run(|s| {
         let pages = s.alloc_named::<u8>(SPLIT_PAGES * SPLIT_PAGE, "split pages");
         let locks = s.locks(LOCKS);

@@ -105,7 +105,8 @@ impl Node {
                 self.dir.sharers(&self.net, p, st)
             }
             DataStrategy::Messages => {
-                let mut writer = DiffWriter::new(PageId(p), diff::runs(&d));
+                let mut writer =
+                    DiffWriter::with_budget(PageId(p), diff::runs(&d), self.diff_message_bytes);
                 let mut msg = Vec::with_capacity(d.len().min(crate::net::MAX_MESSAGE_BYTES));
                 let mut out = Vec::new();
                 let mut sharers = 0;

@@ -151,6 +151,9 @@ pub(crate) struct Node {
     /// Home processors of this node parked until a recall's flush lands (see
     /// [`Node::lock_for_fault`]): only a release that may have changed a page wakes them.
     flush_waiters: std::sync::atomic::AtomicU32,
+    /// The most bytes a `Diff` message takes: the message limit, or less by a test knob
+    /// (`crate::config::TestKnobs::diff_message_bytes`).
+    pub diff_message_bytes: usize,
 }
 
 /// Which mailbox the calling thread uses for requests: processors have their own; every
@@ -279,6 +282,7 @@ impl Node {
             finished: AtomicBool::new(false),
             service: service::Service::default(),
             flush_waiters: std::sync::atomic::AtomicU32::new(0),
+            diff_message_bytes: crate::net::MAX_MESSAGE_BYTES,
         }
     }
 
