@@ -11,7 +11,9 @@
 //! as if A had written it, landing after D's: every processor read C's 111, not D's 222.
 //! The program is data-race-free, so every variant must end with X = 222 and Y = 7.
 
-use dsm::{Cluster, Config, ExecMode, FaultBackend};
+mod support;
+use dsm::{Cluster, Config, ExecMode};
+use support::backends;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -49,15 +51,6 @@ fn hold_a_claim(node: usize, page: usize) {
     }
 }
 
-fn backends() -> Vec<FaultBackend> {
-    match std::env::var("DSM_BACKEND") {
-        Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
-        _ if cfg!(feature = "userfaultfd") => {
-            vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd]
-        }
-        _ => vec![FaultBackend::Mprotect],
-    }
-}
 
 #[test]
 fn a_claim_in_flight_receives_no_other_nodes_diffs() {

@@ -5,7 +5,7 @@
 //! prove the scenario happened, so that it cannot pass without exercising what it names.
 
 mod support;
-use support::HomesFile;
+use support::{backends, HomesFile};
 use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
 use protocol_variants::{CSM_ADB, CSM_DMS, CSM_MS_MG, CSM_NONE, CSM_NONE_MG};
 
@@ -24,16 +24,6 @@ fn config(case: &Case, nodes: usize, procs: usize, mode: ExecMode) -> Config {
     c
 }
 
-/// The fault backends this build has, or the one `DSM_BACKEND` names.
-fn backends() -> Vec<FaultBackend> {
-    match std::env::var("DSM_BACKEND") {
-        Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
-        _ if cfg!(feature = "userfaultfd") => {
-            vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd]
-        }
-        _ => vec![FaultBackend::Mprotect],
-    }
-}
 
 fn cases() -> Vec<Case> {
     cases_of(&[CSM_DMS, CSM_NONE])

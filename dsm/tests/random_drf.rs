@@ -45,7 +45,7 @@
 //! of stopping at the first; `DSM_TRACE_CASES=1` prints every case and its counters.
 
 mod support;
-use support::HomesFile;
+use support::{backends, HomesFile};
 use dsm::{ClockMode, Cluster, Config, Counters, ExecMode, FaultBackend, Protocol};
 use std::ops::Range;
 use protocol_variants::{ALL, CSM_DMS, CSM_MS, CSM_NONE, CSM_S};
@@ -341,16 +341,6 @@ fn replaying() -> bool {
     std::env::var_os("DSM_SEED").is_some()
 }
 
-/// The fault backends this build has, or the one `DSM_BACKEND` names.
-fn backends() -> Vec<FaultBackend> {
-    match std::env::var("DSM_BACKEND") {
-        Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
-        _ if cfg!(feature = "userfaultfd") => {
-            vec![FaultBackend::Mprotect, FaultBackend::Userfaultfd]
-        }
-        _ => vec![FaultBackend::Mprotect],
-    }
-}
 
 /// The cluster shapes a seed runs: the classic 2-4 nodes x 1 and 2 processors, or with
 /// `wide`, 2-8 nodes x 1-4 processors (one shape per seed).

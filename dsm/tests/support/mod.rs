@@ -1,5 +1,8 @@
 //! What several of the DSM's integration tests share.
 
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
 use std::fmt::Display;
 use std::path::PathBuf;
 
@@ -31,5 +34,16 @@ impl Drop for HomesFile {
         if !dsm::launch::is_node_process() {
             let _ = std::fs::remove_file(&self.0);
         }
+    }
+}
+
+/// The fault backends this build has, or the one `DSM_BACKEND` names.
+pub fn backends() -> Vec<dsm::FaultBackend> {
+    match std::env::var("DSM_BACKEND") {
+        Ok(b) if !b.is_empty() => vec![b.parse().expect("DSM_BACKEND must name a fault backend")],
+        _ if cfg!(feature = "userfaultfd") => {
+            vec![dsm::FaultBackend::Mprotect, dsm::FaultBackend::Userfaultfd]
+        }
+        _ => vec![dsm::FaultBackend::Mprotect],
     }
 }
