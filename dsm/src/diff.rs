@@ -168,7 +168,11 @@ pub fn encode(twin: &[u8], page: &[u8], out: &mut Vec<u8>) -> usize {
             if x == 0 {
                 break;
             }
-            let mask = (0..WORD).fold(0u8, |m, b| m | (u8::from(x.to_ne_bytes()[b] != 0) << b));
+            let mask = x
+                .to_ne_bytes()
+                .iter()
+                .enumerate()
+                .fold(0u8, |m, (b, &d)| m | (u8::from(d != 0) << b));
             masks.push(mask);
             changed += mask.count_ones() as usize;
             w += 1;

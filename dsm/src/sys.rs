@@ -1187,6 +1187,39 @@ pub fn process_exists(pid: u32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
 }
 
+/// Waits until the process `pid` has ended (exited or been killed, reaped or not), at most
+/// `limit`; true if it has. Blocks on a pidfd, which becomes readable when the process
+/// ends: no polling. A pid that names no process has ended.
+pub fn wait_process_gone(pid: u32, limit: std::time::Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; no
+    // memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    let fd = fd as libc::c_int;
+    let deadline = std::time::Instant::now() + limit;
+    let ended = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: p is one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if r > 0 {
+            break true;
+        }
+        if r == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break false;
+        }
+    };
+    // SAFETY: fd is the descriptor pidfd_open returned above, closed once.
+    unsafe { libc::close(fd) };
+    ended
+}
+
 /// Sends a signal to the calling process: used by tests that kill a node on purpose.
 pub fn raise_kill() -> ! {
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);

@@ -652,9 +652,9 @@ fn cashmere_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Outc
     };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = wait_for(&mut child, limit).unwrap_or_else(|| {
-        let _ = child.kill();
-        let _ = child.wait();
+    let mut child = Launched::new(child);
+    let status = child.wait(limit).unwrap_or_else(|| {
+        child.kill();
         panic!(
             "cashmere {} did not end within {limit:?}: it hangs",
             args.join(" ")
@@ -667,22 +667,61 @@ fn cashmere_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Outc
     }
 }
 
-/// Waits for `child` to end, at most `limit` (`None` if it has not).
-fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    wait_until(limit, || child.try_wait().unwrap())
+/// A spawned `cashmere` whose end arrives on a channel (a thread waits for it), so that a
+/// test waits for events, never for time to pass.
+struct Launched {
+    pid: u32,
+    ended: std::sync::mpsc::Receiver<std::process::ExitStatus>,
+    status: Option<std::process::ExitStatus>,
 }
 
-/// Checks `ready` until it gives a value, at most `limit`.
-fn wait_until<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = ready() {
-            return Some(v);
+impl Launched {
+    fn new(mut child: std::process::Child) -> Launched {
+        let (tx, ended) = std::sync::mpsc::channel();
+        let pid = child.id();
+        std::thread::spawn(move || {
+            if let Ok(status) = child.wait() {
+                let _ = tx.send(status);
+            }
+        });
+        Launched {
+            pid,
+            ended,
+            status: None,
         }
-        if start.elapsed() > limit {
-            return None;
+    }
+
+    /// Its exit status once it ends, waiting at most `limit` (`None` if it has not).
+    fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.ended.recv_timeout(limit).ok();
         }
-        std::thread::sleep(Duration::from_millis(10));
+        self.status
+    }
+
+    /// Kills it (if it still runs) and reaps it.
+    fn kill(&mut self) {
+        if self.status.is_none() {
+            signal(self.pid, "-KILL");
+            assert!(self.wait(Duration::from_secs(30)).is_some(), "SIGKILL did not end {}", self.pid);
+        }
+    }
+
+    /// Looks at `ready` (a state in /proc, of which the kernel gives no notice) until it
+    /// gives a value, at most `limit`: again each time 10 ms pass with this process still
+    /// running, and once more, for the last time, as soon as it ends.
+    fn watch<T>(&mut self, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(v) = ready() {
+                return Some(v);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.status.is_some() {
+                return None;
+            }
+            self.status = self.ended.recv_timeout(left.min(Duration::from_millis(10))).ok();
+        }
     }
 }
 
@@ -767,27 +806,7 @@ fn a_kept_cell_that_is_not_a_regular_file_is_refused() {
     std::fs::create_dir_all(out.join("cells")).unwrap();
     let cell = out.join("cells").join("sor__CSM-None.json");
     fifo(&cell);
-    let args = [
-        "table",
-        "--apps",
-        "sor",
-        "--variants",
-        "CSM-None",
-        "--size",
-        "test",
-        "--nodes",
-        "1",
-        "--procs",
-        "1",
-        "--clock",
-        "wall",
-        "--out",
-    ];
-    let args: Vec<&str> = args
-        .iter()
-        .copied()
-        .chain([out.to_str().unwrap()])
-        .collect();
+    let args = tiny_table(&out, &[]);
     refused_within(
         &args,
         &[],
@@ -862,27 +881,7 @@ fn a_time_step_that_blows_up_fails_the_run_cleanly() {
 fn a_full_standard_output_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
-    let table = [
-        "table",
-        "--apps",
-        "sor",
-        "--variants",
-        "CSM-None",
-        "--size",
-        "test",
-        "--nodes",
-        "1",
-        "--procs",
-        "1",
-        "--clock",
-        "wall",
-        "--out",
-    ];
-    let table: Vec<&str> = table
-        .iter()
-        .copied()
-        .chain([out.to_str().unwrap()])
-        .collect();
+    let table = tiny_table(&out, &[]);
     let run = ["run", "sor", "--nodes", "1", "--procs", "1"];
     for args in [&["profiles"][..], &run, &table, &["platforms"]] {
         let full = std::fs::OpenOptions::new()
@@ -957,11 +956,11 @@ fn signal(pid: u32, sig: &str) {
 /// Waits until every one of `pids` is gone; on the limit, kills the ones left (so that a
 /// failing test leaves nothing running) and fails.
 fn all_gone(pids: &[u32], what: &str) {
-    if wait_until(Duration::from_secs(30), || {
-        pids.iter().all(|&p| gone(p)).then_some(())
-    })
-    .is_none()
-    {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ended = pids.iter().all(|&p| {
+        dsm::sys::wait_process_gone(p, deadline.saturating_duration_since(Instant::now()))
+    });
+    if !ended {
         let left: Vec<u32> = pids.iter().copied().filter(|&p| !gone(p)).collect();
         for &p in &left {
             signal(p, "-KILL");
@@ -1001,26 +1000,26 @@ fn stopped_node_is_reported(node: usize, point: &str, words: &[&str]) {
         let _ = std::io::Read::read_to_string(&mut { err }, &mut s);
         s
     });
+    let mut child = Launched::new(child);
+    let pid = child.pid;
     // The four node processes, one of them stopped.
-    let family = wait_until(Duration::from_secs(60), || {
-        let d = descendants(child.id());
+    let family = child.watch(Duration::from_secs(60), || {
+        let d = descendants(pid);
         (d.len() == 4 && d.iter().any(|&(_, s)| s == 'T')).then_some(d)
     });
     let Some(family) = family else {
-        let left: Vec<u32> = descendants(child.id()).iter().map(|d| d.0).collect();
-        let _ = child.kill();
-        let _ = child.wait();
+        let left: Vec<u32> = descendants(pid).iter().map(|d| d.0).collect();
+        child.kill();
         for p in left {
             signal(p, "-KILL");
         }
         panic!("{point}: no node process stopped (is DSM_TEST_STOP honoured?)");
     };
     let stopped = family.iter().find(|d| d.1 == 'T').unwrap().0;
-    let status = wait_for(&mut child, Duration::from_secs(60));
+    let status = child.wait(Duration::from_secs(60));
     let pids: Vec<u32> = family.iter().map(|d| d.0).collect();
     if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
+        child.kill();
         all_gone(&pids, point);
         panic!("{point}: the launcher did not end: it hangs on the stopped node");
     }
@@ -1103,8 +1102,8 @@ fn the_test_stop_variable_is_checked() {
 /// A table of two jobs in process mode whose clusters are held in start-up (each job's
 /// node 0 stopped before its exec): it runs until it is ended. Returns it and its
 /// processes (the jobs and their node processes).
-fn blocked_table(out: &std::path::Path) -> (std::process::Child, Vec<u32>) {
-    let mut child = command(
+fn blocked_table(out: &std::path::Path) -> (Launched, Vec<u32>) {
+    let child = command(
         &[
             "table",
             "--apps",
@@ -1137,14 +1136,15 @@ fn blocked_table(out: &std::path::Path) -> (std::process::Child, Vec<u32>) {
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
-    let family = wait_until(Duration::from_secs(120), || {
-        let d = descendants(child.id());
+    let mut child = Launched::new(child);
+    let pid = child.pid;
+    let family = child.watch(Duration::from_secs(120), || {
+        let d = descendants(pid);
         (d.len() == 6 && d.iter().filter(|&&(_, s)| s == 'T').count() == 2).then_some(d)
     });
     let Some(family) = family else {
-        let left: Vec<u32> = descendants(child.id()).iter().map(|d| d.0).collect();
-        let _ = child.kill();
-        let _ = child.wait();
+        let left: Vec<u32> = descendants(pid).iter().map(|d| d.0).collect();
+        child.kill();
         for p in left {
             signal(p, "-KILL");
         }
@@ -1160,11 +1160,10 @@ fn a_table_ended_by_sigterm_takes_its_jobs_and_their_nodes_with_it() {
     let (mut table, family) = blocked_table(&out);
     // Two jobs, each with its two node processes.
     assert_eq!(family.len(), 6, "{family:?}");
-    signal(table.id(), "-TERM");
-    let status = wait_for(&mut table, Duration::from_secs(30));
+    signal(table.pid, "-TERM");
+    let status = table.wait(Duration::from_secs(30));
     if status.is_none() {
-        let _ = table.kill();
-        let _ = table.wait();
+        table.kill();
     }
     all_gone(&family, "after SIGTERM to the table");
     assert_eq!(
@@ -1189,34 +1188,16 @@ fn a_second_table_on_the_same_out_is_refused() {
     let out = dir.path().join("t");
     let (mut first, family) = blocked_table(&out);
     let second = cashmere_within(
-        &[
-            "table",
-            "--apps",
-            "sor",
-            "--variants",
-            "CSM-None",
-            "--size",
-            "test",
-            "--nodes",
-            "1",
-            "--procs",
-            "1",
-            "--clock",
-            "wall",
-            "--force",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &tiny_table(&out, &["--force"]),
         &[],
         Duration::from_secs(60),
     );
-    signal(first.id(), "-KILL");
-    let _ = first.wait();
+    first.kill();
     all_gone(&family, "after the first table was killed");
     assert_eq!(second.code, Some(1), "{}", second.stderr);
     for w in [
         "another cashmere table",
-        &format!("pid {}", first.id()),
+        &format!("pid {}", first.pid),
         "wait for it to finish, or give another --out",
     ] {
         assert!(
@@ -1227,28 +1208,23 @@ fn a_second_table_on_the_same_out_is_refused() {
     }
     // Once the first is gone, the same table runs.
     let third = cashmere_within(
-        &[
-            "table",
-            "--apps",
-            "sor",
-            "--variants",
-            "CSM-None",
-            "--size",
-            "test",
-            "--nodes",
-            "1",
-            "--procs",
-            "1",
-            "--clock",
-            "wall",
-            "--force",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        &tiny_table(&out, &["--force"]),
         &[],
         Duration::from_secs(120),
     );
     assert_eq!(third.code, Some(0), "{}", third.stderr);
+}
+
+/// The smallest table: SOR under CSM-None at the test size on 1 x 1, wall clock, writing
+/// to `out`, with `extra` flags.
+fn tiny_table<'a>(out: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "table", "--apps", "sor", "--variants", "CSM-None", "--size", "test", "--nodes", "1",
+        "--procs", "1", "--clock", "wall",
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["--out", out.to_str().unwrap()]);
+    args
 }
 
 /// The text of the built-in platform as a file, to edit.
