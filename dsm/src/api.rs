@@ -395,6 +395,15 @@ impl Proc {
         crate::sched::charge(ns, || "computation the program declared (Proc::compute)".into());
     }
 
+    /// Counts `units` units of work of kind `kind` done since the last count: under the
+    /// modeled clock with counted computation ([`crate::Compute::Counted`]) they are charged
+    /// to this processor's clock at the run's cost per unit; otherwise only tallied
+    /// ([`ProcReport::work`]). The same as [`crate::work::count`], which code shared with a
+    /// sequential version calls (module doc of [`crate::work`]).
+    pub fn count_work(&self, kind: usize, units: u64) {
+        crate::work::count(kind, units);
+    }
+
     /// Starts the timed region on this processor. A program that measures only part of
     /// its run (SPLASH-2's programs time the parallel computation, not the input's
     /// generation or the result's check) calls it on every processor, right after the
@@ -430,6 +439,10 @@ pub struct ProcReport {
     pub run_breakdown: Breakdown,
     /// The timed region, if the program marked one.
     pub timed: Option<Timed>,
+    /// Units of work the processor counted ([`crate::work`]) in the timed region if the
+    /// program marked one, else in the whole run, by kind.
+    #[serde(default)]
+    pub work: crate::work::Tally,
 }
 
 /// What a run returns.
@@ -455,8 +468,13 @@ pub struct Report<R> {
     pub clock: String,
     /// The platform profile the modeled clock charged (empty under the wall clock).
     pub platform: String,
-    /// Modeled clock: virtual ns per ns of this machine's CPU time (1 under the wall clock).
+    /// Modeled clock: virtual ns per ns of this machine's CPU time (1 under the wall clock;
+    /// unused when `compute` is `counted`).
     pub cpu_scale: f64,
+    /// Modeled clock: how computation was charged, `counted` or `measured` (empty under
+    /// the wall clock).
+    #[serde(default)]
+    pub compute: String,
     pub protocol: String,
     pub network: String,
     pub nodes: usize,
@@ -494,6 +512,7 @@ impl<R> Report<R> {
             clock: self.clock,
             platform: self.platform,
             cpu_scale: self.cpu_scale,
+            compute: self.compute,
             protocol: self.protocol,
             network: self.network,
             nodes: self.nodes,
@@ -595,6 +614,7 @@ impl Cluster {
                         cfg.procs_per_node,
                         cfg.platform.host.clone(),
                         cfg.profile.clone(),
+                        &cfg.compute,
                         cfg.cpu_scale,
                     )
                 }))
@@ -617,6 +637,10 @@ impl Cluster {
             cpu_scale: match cfg.clock {
                 crate::config::ClockMode::Wall => 1.0,
                 crate::config::ClockMode::Modeled => cfg.cpu_scale,
+            },
+            compute: match cfg.clock {
+                crate::config::ClockMode::Wall => String::new(),
+                crate::config::ClockMode::Modeled => cfg.compute.name().to_string(),
             },
             protocol: cfg.protocol.name.to_string(),
             network: cfg.profile.name.to_string(),
@@ -1026,7 +1050,7 @@ where
                         // may still need its pages.
                         p.node.sync.final_barrier(&*p.node, nbarriers - 1);
                         p.node.finish();
-                        let (run_breakdown, timed) = Clock::stop();
+                        let (run_breakdown, timed, work) = Clock::stop();
                         drop(activity);
                         crate::engine::set_current_slot(None);
                         sys::drop_alt_stack();
@@ -1037,6 +1061,7 @@ where
                                 breakdown: timed.map_or(run_breakdown, |t| t.breakdown),
                                 run_breakdown,
                                 timed,
+                                work,
                             },
                             r,
                         )

@@ -181,6 +181,30 @@ impl std::fmt::Display for ClockMode {
     }
 }
 
+/// How the modeled clock charges the computation a processor does between runtime
+/// entries (`crate::work`). The wall clock ignores it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub enum Compute {
+    /// This host's thread CPU time times [`Config::cpu_scale`]: what a program that counts
+    /// nothing gets. It carries this host's noise (module doc of `crate::work`).
+    #[default]
+    Measured,
+    /// The work the program counts ([`crate::work::count`]), at `ns_per_unit[kind]`
+    /// virtual nanoseconds a unit; this host's CPU time is not charged, so a run repeats
+    /// to the nanosecond.
+    Counted { ns_per_unit: Vec<f64> },
+}
+
+impl Compute {
+    /// `measured` or `counted`, as reports name the charge.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Compute::Measured => "measured",
+            Compute::Counted { .. } => "counted",
+        }
+    }
+}
+
 /// Everything needed to start a cluster.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -205,8 +229,12 @@ pub struct Config {
     pub clock: ClockMode,
     /// The platform whose host costs the modeled clock charges (unused by the wall clock).
     pub platform: crate::platform::Platform,
-    /// Modeled clock: virtual nanoseconds per nanosecond of this machine's thread CPU time
-    /// (the app's CPU scale factor: the platform's sequential time over ours).
+    /// Modeled clock: how a processor's computation is charged (counted work, or this
+    /// host's CPU time times [`Config::cpu_scale`]).
+    pub compute: Compute,
+    /// Modeled clock, [`Compute::Measured`]: virtual nanoseconds per nanosecond of this
+    /// machine's thread CPU time (the app's CPU scale factor: the platform's sequential
+    /// time over ours). Unused under [`Compute::Counted`].
     pub cpu_scale: f64,
     /// Test-only limits that shrink protocol resources so that small test programs reach
     /// paths a real run reaches only at scale. The default changes nothing.
@@ -334,6 +362,7 @@ impl Config {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             clock: ClockMode::Wall,
             platform: crate::platform::by_name("alphaserver-mc2").expect("built in"),
+            compute: Compute::Measured,
             cpu_scale: 1.0,
             test_knobs: TestKnobs::default(),
         }
@@ -439,6 +468,25 @@ impl Config {
         }
         if self.clock == ClockMode::Modeled && !(self.cpu_scale.is_finite() && self.cpu_scale >= 0.0) {
             return bad(format!("the CPU scale factor {} is not a finite number >= 0", self.cpu_scale));
+        }
+        if let Compute::Counted { ns_per_unit } = &self.compute {
+            if ns_per_unit.len() > crate::work::MAX_KINDS {
+                return bad(format!(
+                    "counted computation has costs for {} kinds of work; a program counts at most {}",
+                    ns_per_unit.len(),
+                    crate::work::MAX_KINDS
+                ));
+            }
+            if let Some((k, ns)) = ns_per_unit
+                .iter()
+                .enumerate()
+                .find(|(_, ns)| !(ns.is_finite() && (0.0..=crate::work::MAX_NS_PER_UNIT).contains(*ns)))
+            {
+                return bad(format!(
+                    "the cost of a unit of work of kind {k} is {ns} ns; give a number from 0 to {:e}",
+                    crate::work::MAX_NS_PER_UNIT
+                ));
+            }
         }
         if self.test_knobs.broadcast_slots_per_node == Some(0) {
             return bad("the test knob broadcast_slots_per_node is 0; a node needs at least one broadcast slot".into());

@@ -24,13 +24,14 @@ pub mod sys;
 pub mod testing;
 mod wait;
 mod wire;
+pub mod work;
 
 pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
     MAX_HOMES_FILE_BYTES,
 };
 pub use config::{
-    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Config, DataStrategy, DsmError, FaultBackend,
+    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, DsmError, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };

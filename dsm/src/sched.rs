@@ -154,6 +154,9 @@ pub(crate) struct Sched {
     pub(crate) host: HostCosts,
     pub(crate) net: Profile,
     cpu_scale: f64,
+    /// Counted computation (`crate::work`): femtoseconds per unit of each kind; `None`:
+    /// computation is measured ([`user_burst`]).
+    work_fs: Option<Box<[u64]>>,
     fabric: Arc<Fabric>,
     /// The host CPU every activity runs on (module doc, "One host CPU").
     cpu: Option<usize>,
@@ -178,6 +181,8 @@ thread_local! {
     static CLOCK: Cell<u64> = const { Cell::new(0) };
     /// Thread CPU time when the processor last left the runtime.
     static CPU_MARK: Cell<u64> = const { Cell::new(0) };
+    /// Counted work's femtoseconds not yet charged (less than one nanosecond).
+    static WORK_FS: Cell<u64> = const { Cell::new(0) };
 }
 
 impl Sched {
@@ -187,6 +192,7 @@ impl Sched {
         procs: usize,
         host: HostCosts,
         net: Profile,
+        compute: &crate::config::Compute,
         cpu_scale: f64,
     ) -> Arc<Sched> {
         let total = nodes * (procs + 1);
@@ -227,6 +233,12 @@ impl Sched {
             host,
             net,
             cpu_scale,
+            work_fs: match compute {
+                crate::config::Compute::Measured => None,
+                crate::config::Compute::Counted { ns_per_unit } => {
+                    Some(ns_per_unit.iter().map(|&ns| crate::work::fs_per_unit(ns)).collect())
+                }
+            },
             fabric,
             cpu: crate::sys::current_cpu(),
             fault_delivery_ns: crate::sys::fault_delivery_ns(),
@@ -602,10 +614,42 @@ pub(crate) fn charge_cost(what: &'static str, f: impl FnOnce(&HostCosts, &Profil
     }
 }
 
+/// Starts a processor's counted work with nothing carried (`stats::Clock::start`).
+pub(crate) fn reset_work_carry() {
+    WORK_FS.with(|c| c.set(0));
+}
+
+/// Charges `units` of counted work of `kind` to the calling activity (`crate::work`), if
+/// the run counts computation; the femtoseconds below a nanosecond carry to the next call.
+pub(crate) fn charge_work(kind: usize, units: u64) {
+    let Some(ns) = with_current(|s, _| {
+        let fs = s.work_fs.as_ref()?;
+        let Some(&per) = fs.get(kind) else {
+            panic!(
+                "work of kind {kind} counted, but this run gives costs for {} kinds only \
+                 (Compute::Counted's ns_per_unit)",
+                fs.len()
+            );
+        };
+        let total = u128::from(WORK_FS.with(|c| c.get())) + u128::from(units) * u128::from(per);
+        let fs_per_ns = crate::work::FS_PER_NS;
+        WORK_FS.with(|c| c.set((total % fs_per_ns) as u64));
+        Some(u64::try_from(total / fs_per_ns).ok())
+    })
+    .flatten() else {
+        return;
+    };
+    advance(ns, || format!("{units} units of counted work of kind {kind}"));
+}
+
 /// Adds the CPU time the calling processor spent since it last left the runtime, scaled,
-/// to its clock (User time).
+/// to its clock (User time). Under counted computation the CPU time is not charged.
 pub(crate) fn user_burst() {
     with_current(|s, _| {
+        if s.work_fs.is_some() {
+            crate::sys::take_fault_delivered();
+            return;
+        }
         let cpu = crate::sys::thread_cpu_ns();
         let mut spent = cpu.saturating_sub(CPU_MARK.with(|m| m.get()));
         if crate::sys::take_fault_delivered() {

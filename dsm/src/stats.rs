@@ -168,6 +168,10 @@ struct ClockState {
     /// breakdown at each mark.
     begin: Option<(u64, Breakdown)>,
     end: Option<(u64, Breakdown)>,
+    /// The thread's counted work (`crate::work`) at the clock's start and at each mark.
+    work_start: crate::work::Tally,
+    work_begin: crate::work::Tally,
+    work_end: crate::work::Tally,
 }
 
 /// The timed region of one processor: where a program marked the start and the end of the
@@ -202,6 +206,7 @@ impl Clock {
     pub fn start() {
         // Handler time stolen before the processor's clock starts is outside its run.
         crate::sched::take_stolen();
+        crate::sched::reset_work_carry();
         let now = now();
         CLOCK.with(|c| {
             c.set(Some(ClockState {
@@ -212,13 +217,17 @@ impl Clock {
                 b: Breakdown::default(),
                 begin: None,
                 end: None,
+                work_start: crate::work::tally(),
+                work_begin: [0; crate::work::MAX_KINDS],
+                work_end: [0; crate::work::MAX_KINDS],
             }))
         });
     }
 
     /// Stops the clock and returns the breakdown of the whole run, and of the timed
-    /// region if the program marked both of its ends.
-    pub fn stop() -> (Breakdown, Option<Timed>) {
+    /// region if the program marked both of its ends, with the work the processor counted
+    /// in the region (else in the whole run).
+    pub fn stop() -> (Breakdown, Option<Timed>, crate::work::Tally) {
         crate::sched::user_burst();
         assert_eq!(
             crate::sched::take_stolen(),
@@ -242,9 +251,14 @@ impl Clock {
                     }),
                     _ => None,
                 };
-                (s.b, timed)
+                let work = if timed.is_some() {
+                    crate::work::between(&s.work_begin, &s.work_end)
+                } else {
+                    crate::work::between(&s.work_start, &crate::work::tally())
+                };
+                (s.b, timed, work)
             }
-            None => (Breakdown::default(), None),
+            None => (Breakdown::default(), None, [0; crate::work::MAX_KINDS]),
         })
     }
 
@@ -267,6 +281,7 @@ impl Clock {
                          Proc::start_timing once, after the barrier that ends initialization"
                     );
                     s.begin = Some((now, s.b));
+                    s.work_begin = crate::work::tally();
                 }
                 Mark::End => {
                     assert!(
@@ -280,6 +295,7 @@ impl Clock {
                          Proc::stop_timing once, after the computation's last barrier"
                     );
                     s.end = Some((now, s.b));
+                    s.work_end = crate::work::tally();
                 }
             }
             c.set(Some(s));

@@ -118,6 +118,62 @@ fn a_barrier_takes_the_hand_computed_virtual_time() {
     assert_eq!(r.results, vec![6_016, 7_016]);
 }
 
+/// Counted work (`dsm::work`) is charged at the run's cost per unit, kind by kind, with
+/// the fractions of a nanosecond carried, and only it: the host's CPU time spent on the
+/// same work is not. On the round-number profile the barrier of the test above follows.
+/// - P0 counts 400 units of kind 0 at 2.5 ns (1000 ns); P1 counts 3 x 1000 units of kind
+///   1 at 1.33334 ns (4000.02 ns: whole nanoseconds 1333 + 1333 + 1334 with the carry,
+///   3999 without it) and spins on this host for a millisecond, which is not charged; then 1000 ns
+///   of declared computation. So P1 arrives at 5000, as in the barrier test.
+#[test]
+fn counted_work_is_charged_at_its_cost_per_unit_and_host_time_is_not() {
+    let run = || {
+        let mut c = tiny(2, 1);
+        c.compute = dsm::Compute::Counted { ns_per_unit: vec![2.5, 1.33334] };
+        c.cpu_scale = 1e6; // would dwarf everything, were CPU time charged
+        Cluster::new(c)
+            .run(|s| {
+                let bar = s.barrier();
+                move |p| {
+                    if p.id() == 0 {
+                        p.count_work(0, 400);
+                    } else {
+                        for _ in 0..3 {
+                            dsm::work::count(1, 1000);
+                        }
+                        let t = dsm::sys::thread_cpu_ns();
+                        while dsm::sys::thread_cpu_ns() - t < 1_000_000 {
+                            std::hint::spin_loop();
+                        }
+                        p.compute(1_000);
+                    }
+                    bar.wait(p);
+                    p.now_ns()
+                }
+            })
+            .expect("run")
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a.results, vec![6_016, 7_016]);
+    assert_eq!(b.results, a.results);
+    assert_eq!(a.compute, "counted");
+    assert_eq!(&a.procs[0].work[..2], &[400, 0]);
+    assert_eq!(&a.procs[1].work[..2], &[0, 3000]);
+    assert_eq!(a.procs[1].breakdown.user_ns, 5_000, "counted work plus declared computation");
+}
+
+/// A kind of work the run has no cost for is a programming error, reported as the
+/// processor's failure with the reason.
+#[test]
+fn counting_a_kind_without_a_cost_fails_the_run_with_the_reason() {
+    let mut c = tiny(1, 1);
+    c.compute = dsm::Compute::Counted { ns_per_unit: vec![1.0] };
+    let e = Cluster::new(c)
+        .run(|_| move |_p| dsm::work::count(3, 1))
+        .expect_err("kind 3 has no cost");
+    assert!(e.to_string().contains("costs for 1 kinds only"), "{e}");
+}
+
 /// Memory Channel lock (`sync/network.rs`: bid by broadcast, wait for our bid's loopback,
 /// withdraw if another bid is there, wait for it to clear, back off, bid again) on 2
 /// nodes x 1 processor; 4-byte words, so a write busies the sender 4 ns.

@@ -119,4 +119,53 @@ mod tests {
             }
         }
     }
+
+    /// The apps whose parallel version does the sequential work and no more (issue 17:
+    /// total User time over sequential time 1.00 +-0.02 under counted computation). The
+    /// others do more, and their crate docs say how much and why.
+    const SAME_WORK: &[&str] = &["sor", "lu", "clu", "gauss", "em3d", "water-nsq", "water-sp"];
+
+    /// Every app counts its computation (`dsm::work`): its sequential version counts units
+    /// of every kind it declares, and no kind it does not; where the parallel version does
+    /// the sequential work ([`SAME_WORK`]), its processors together count the sequential
+    /// units within 2% (weighted by the platform's costs: the processors' total User time
+    /// over the sequential time), at the test input on 2 x 2.
+    #[test]
+    fn every_app_counts_its_work_and_the_parallel_version_counts_the_sequential_work() {
+        for app in all().into_iter().filter(|a| !a.work().is_empty()) {
+            let params = Params::resolve(app.name(), app.params(), Size::Test, &[]).unwrap();
+            let (_, seq) = app_common::timing::measure(|| app.sequential(&params).unwrap());
+            let kinds = app.work().len();
+            for (k, kind) in app.work().iter().enumerate() {
+                assert!(seq.work[k] > 0, "{}: the sequential run counts no {}", app.name(), kind.name);
+            }
+            assert!(
+                seq.work[kinds..].iter().all(|&u| u == 0),
+                "{}: the sequential run counts kinds beyond the {kinds} it declares: {:?}",
+                app.name(),
+                seq.work
+            );
+            if !SAME_WORK.contains(&app.name()) {
+                continue;
+            }
+            let config =
+                app_common::test_config(protocol_variants::CSM_DMS, 2, 2, dsm::ExecMode::Threads);
+            let (_, report) = app.parallel(&params, &config).unwrap();
+            let mut par = [0u64; dsm::work::MAX_KINDS];
+            for p in &report.procs {
+                for (t, u) in par.iter_mut().zip(p.work) {
+                    *t += u;
+                }
+            }
+            let ns = app_common::work::ns_per_unit(app.work(), 1.0).unwrap();
+            let ratio = app_common::work::seconds(&par, &ns) / app_common::work::seconds(&seq.work, &ns);
+            assert!(
+                (ratio - 1.0).abs() <= 0.02,
+                "{}: the processors count {:?}, the sequential run {:?}: {ratio:.4} of its work",
+                app.name(),
+                &par[..kinds],
+                &seq.work[..kinds]
+            );
+        }
+    }
 }

@@ -9,9 +9,11 @@ mod params;
 mod result;
 pub mod rng;
 pub mod timing;
+pub mod work;
 
 pub use params::{ParamSpec, Params, Size};
 pub use result::{AppResult, Check, Mismatch, Value};
+pub use work::WorkKind;
 
 /// Splits a run's report into processor 0's result and a report without results, the way
 /// every app returns from [`App::parallel`]. Processor 0 must return `Some(result)`.
@@ -171,4 +173,9 @@ pub trait App: Sync {
     /// Compares a parallel result with the sequential one: exact where the arithmetic is
     /// the same, within a stated tolerance where the order of summation differs.
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch>;
+    /// The kinds of unit the app counts its computation in (`dsm::work`, [`work`]), in
+    /// kind order; empty if it counts none (the modeled clock then measures its CPU time).
+    fn work(&self) -> &'static [WorkKind] {
+        &[]
+    }
 }

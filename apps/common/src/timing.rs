@@ -15,6 +15,7 @@ use std::cell::Cell;
 struct Stamp {
     wall_ns: u64,
     cpu_ns: u64,
+    work: dsm::work::Tally,
 }
 
 impl Stamp {
@@ -22,6 +23,7 @@ impl Stamp {
         Stamp {
             wall_ns: dsm::sys::monotonic_ns(),
             cpu_ns: dsm::sys::thread_cpu_ns(),
+            work: dsm::work::tally(),
         }
     }
 }
@@ -36,6 +38,7 @@ thread_local! {
 
 /// Starts the sequential run's timed region (on the calling thread).
 pub fn start() {
+    dsm::work::region(true);
     let s = Stamp::now();
     MARKS.with(|m| {
         if let Some((begin, _)) = m.get() {
@@ -51,6 +54,7 @@ pub fn start() {
 /// Ends the sequential run's timed region.
 pub fn stop() {
     let s = Stamp::now();
+    dsm::work::region(false);
     MARKS.with(|m| {
         if let Some((begin, end)) = m.get() {
             assert!(
@@ -75,6 +79,8 @@ pub struct Measured {
     pub cpu_ns: u64,
     /// Whether this is the run's timed region (else the whole call).
     pub region: bool,
+    /// The units of work counted in it (`dsm::work`), by kind.
+    pub work: dsm::work::Tally,
 }
 
 /// Runs `f` (a sequential version, on this thread) and returns its result with the time
@@ -104,6 +110,7 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Measured) {
         wall_ns: b.wall_ns - a.wall_ns,
         cpu_ns: b.cpu_ns - a.cpu_ns,
         region,
+        work: dsm::work::between(&a.work, &b.work),
     };
     (r, measured)
 }

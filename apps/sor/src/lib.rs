@@ -42,6 +42,14 @@
 //! and processor 0 adds them up with [`sum_rows`]. Within a sweep no point reads a
 //! point of its own colour, so the parallel sweep performs exactly the sequential
 //! arithmetic, and the row sums are added in the same order: the checksum is exact.
+//!
+//! # Counted work
+//!
+//! One kind of unit ([`WORK`], `dsm::work`): a **point**, one update of an interior
+//! point (four loads, three additions and a multiplication), counted by [`sweep`] after
+//! each row, in the sequential and the parallel version alike. A run counts `rows x cols x
+//! iterations` points; the parallel version's processors together count exactly the
+//! sequential version's.
 
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
 use std::ops::Range;
@@ -200,8 +208,21 @@ pub fn sweep(g: Grid, color: Color, target: &mut [f32], other: &[f32], band: Ran
         for (((x, u), d), (l, r)) in points.zip(lefts.iter().zip(rights)) {
             *x = (u + d + l + r) * 0.25;
         }
+        dsm::work::count(POINT, n as u64);
     }
 }
+
+/// The kind of unit [`sweep`] counts: one point updated.
+pub const POINT: usize = 0;
+
+/// SOR's counted work (crate doc, "Counted work").
+pub const WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
+    name: "point",
+    what: "one interior point updated: (up + down + left + right) x 0.25 in f32",
+    host_ns: 0.0,
+    // 3072 x 4096 x 100.
+    paper_units: 1_258_291_200,
+}];
 
 /// The sum of the points of full-grid row `i` (both colours), in `f64`, red entries
 /// first then black, each in index order.
@@ -313,6 +334,10 @@ impl App for Sor {
     /// checksum adds the same row sums in the same order.
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
         Check::new(sequential, parallel).exact("checksum")?.done()
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK
     }
 }
 
