@@ -557,6 +557,22 @@ fn variant_config(
 }
 
 impl Plan {
+    /// Whether this table's cells are the paper's configuration, so that their figures
+    /// can be set beside Table 4's: the paper's inputs on 8 nodes x 4 processors under the
+    /// modeled clock on the built-in platform (its costs unchanged, by digest), its network
+    /// and 8 KiB pages.
+    pub(crate) fn comparable_to_paper(&self) -> bool {
+        let builtin = dsm::platform::by_name(dsm::platform::DEFAULT).expect("built in");
+        let c = &self.variants[0];
+        self.size == Size::Paper
+            && self.clock == ClockMode::Modeled
+            && self.platform_digest == digest(dsm::platform::to_file_text(&builtin).as_bytes())
+            && c.nodes == 8
+            && c.procs_per_node == 4
+            && c.profile.name == builtin.network
+            && c.page_bytes == 8192
+    }
+
     fn cell_path(&self, app: &str, variant: &str) -> PathBuf {
         self.out
             .join("cells")
