@@ -704,6 +704,24 @@ fn utc_time(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A sequential run at the paper's input whose counts differ from the app's
+    /// declaration is refused (the costs per unit would no longer give Table 3's time);
+    /// at any other input, counts are not compared.
+    #[test]
+    fn stale_paper_units_are_refused_at_the_paper_input_only() {
+        let app: &dyn App = &app_sor::SOR;
+        let paper = Params::resolve("sor", app.params(), Size::Paper, &[]).unwrap();
+        let mut work = [0u64; dsm::work::MAX_KINDS];
+        work[0] = app.work()[0].paper_units;
+        check_paper_units(app, &paper, &work).unwrap();
+        work[0] += 1;
+        let e = check_paper_units(app, &paper, &work).unwrap_err().to_string();
+        assert!(e.contains("stale") && e.contains("cashmere calibrate --apps sor"), "{e}");
+        let small = Params::resolve("sor", app.params(), Size::Small, &[]).unwrap();
+        check_paper_units(app, &small, &work).unwrap();
+    }
+
     use super::*;
     use app_common::{AppError, AppResult, Mismatch, ParamSpec};
     use std::sync::atomic::{AtomicUsize, Ordering};
