@@ -410,14 +410,23 @@ fn computation_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
             let run = reference_cell(app, cells)?.run.as_ref()?;
             (run.seq_s > 0.0).then(|| {
                 let ratio = run.breakdown.user_ns as f64 / 1e9 / run.seq_s;
-                format!("{app} {ratio:.2}")
+                let why = crate::apps::by_name(app)
+                    .ok()
+                    .and_then(|a| a.extra_work())
+                    .filter(|_| ratio > 1.02);
+                match why {
+                    Some(why) => format!("{app} {ratio:.2} ({why})"),
+                    None => format!("{app} {ratio:.2}"),
+                }
             })
         })
         .collect();
     (!figures.is_empty()).then(|| {
         format!(
             "- Computation, the processors' total User time over the sequential time (1.00: as \
-             fast as the sequential program; speedup is at most processors / this): {}",
+             fast as the sequential program; above it, the parallel program did more work, or \
+             under measured computation this host's caches were shared; speedup is at most \
+             processors / this): {}",
             figures.join(", ")
         )
     })
