@@ -91,24 +91,28 @@
 //!
 //! The paper ran ILINK from FASTLINK 2.3P on the CLP pedigrees; neither is public here:
 //! the pedigrees stay generated ([`generate`], 15 MB of shared data as Table 3's CLP).
-//! The public code index holds two files of parallel FASTLINK 4.1P (TreadMarks
-//! version), read for this layout: `commondefs.h` (the shared `GlobalMemory` with each
-//! master's parents' and child's array pointers `pgenptr`, `qgenptr`, `rgenptr` and the
-//! per-processor bounds `pprocbase`/`pprocfence`, `qprocbase`/`qprocfence` into the
-//! parents' nonzero-genotype lists; `arrgene`, "individual global" per-processor arrays;
-//! `arrpsumcache`/`arrqsumcache`, "individual global qsumcaches that can be summed") and
-//! `comlike.c` (`allocgen`: processor 0 `Tmk_malloc`s the genotype arrays of the
-//! `genbank` one by one, then `arrgene[i]`, `maxfemgen` doubles for each processor `i`,
-//! one `Tmk_malloc` each, with no page padding). The nuclear-family routines that write
-//! and add those arrays were not in the index. So: the genotype arrays stay one shared
-//! pool; the per-processor rows are unpadded and contiguous, as `arrgene`; peeling up,
-//! where each genotype of the parent comes from one processor, the processors write their
-//! stripes into the shared array themselves (the reading of issue 17, section 4); peeling
-//! down, where every stripe adds to every genotype of the child, the master adds the
-//! rows, as Lu, Dwarkadas, Cox and Zwaenepoel describe for TreadMarks ILINK ("the master
-//! sums up the contributions of each of the processors", JPDC 43(2), 1997). The stripes
-//! stay round robin as that paper describes (FASTLINK 4.1P's `rowfence` load balancing by
-//! measured row times is a later addition, not followed).
+//! The public code index searched for this layout holds two files of parallel FASTLINK
+//! 4.1P (the TreadMarks version), found by their text; the index does not name their
+//! repository, and the file names here are inferred from the contents: `commondefs.h`
+//! (its globals, among them the shared `GlobalMemory` with each master's parents' and
+//! child's array pointers `pgenptr`, `qgenptr`, `rgenptr` and the per-processor bounds
+//! `pprocbase`/`pprocfence`, `qprocbase`/`qprocfence` into the parents'
+//! nonzero-genotype lists; `arrgene`, per-processor arrays in shared memory;
+//! `arrpsumcache`/`arrqsumcache`, "individual global qsumcaches that can be summed")
+//! and `comlike.c` (`likelihood` and `allocgen`; in `allocgen` processor 0
+//! `Tmk_malloc`s the genotype arrays of the `genbank` one by one, then `arrgene[i]`,
+//! `maxfemgen` doubles for each processor `i`, one `Tmk_malloc` each, with no page
+//! padding). The nuclear-family routines that write and add those arrays were not in
+//! the index. So: the genotype arrays stay one shared pool; the per-processor rows are
+//! unpadded and contiguous, as `arrgene`; peeling up, where each genotype of the parent
+//! comes from one processor, the processors write their stripes into the shared array
+//! themselves (the reading of issue 17, section 4); peeling down, where every stripe
+//! adds to every genotype of the child, the master adds the rows, as Lu, Dwarkadas, Cox
+//! and Zwaenepoel describe for TreadMarks ILINK ("the master sums up the contributions
+//! of each of the processors", JPDC 43(2), 1997). The stripes stay round robin as that
+//! paper describes; FASTLINK 4.1P's per-processor bounds (`pprocbase`/`pprocfence`, set
+//! from measured row times, `rowfence`) are not followed, since the paper ran 2.3P and
+//! how 2.3P divided the list is not known here.
 //!
 //! # Counted work
 //!
