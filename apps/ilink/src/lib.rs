@@ -82,10 +82,11 @@
 //!    barrier of the next evaluation.
 //!
 //! Peeling up, every genotype of the target is computed by one processor with the same
-//! arithmetic as sequentially and stored as it is, so the result is exact. Peeling down (onto a child), each
-//! processor sums its stripe's terms and the master adds the partial sums: the order of
-//! summation differs from the sequential one, so the likelihood differs in the last bits
-//! and [`Ilink::check`] uses a tolerance (see there).
+//! arithmetic as sequentially and stored as it is, so the result is exact. Peeling down
+//! (onto a child), each processor sums its stripe's terms and the master adds the
+//! partial sums: the order of summation differs from the sequential one, so the
+//! likelihood differs in the last bits and [`Ilink::check`] uses a tolerance (see
+//! there).
 //!
 //! # Sources for the sharing
 //!
