@@ -159,6 +159,7 @@ pub fn force_phase(
         out.phi[b] = g.phi;
         out.cost[b] = g.interactions;
         out.kin[b] = 0.5 * mass[b] * (vel[0] * vel[0] + vel[1] * vel[1] + vel[2] * vel[2]);
+        dsm::work::count(crate::INTERACTION, g.interactions);
     }
 }
 
@@ -174,6 +175,7 @@ pub fn advance(bodies: &[u32], pos: &mut [f64], vel: &mut [f64], acc: &[f64], dt
             pos[k] += vel1 * dtime;
             vel[k] = vel1 + dvel;
         }
+        dsm::work::count(crate::TREE, 1);
     }
 }
 
@@ -200,6 +202,7 @@ pub fn energies(mass: &[f64], phi: &[f64], kin: &[f64]) -> Energies {
     for b in 0..mass.len() {
         e.kinetic += kin[b];
         e.potential += 0.5 * mass[b] * phi[b];
+        dsm::work::count(crate::TREE, 1);
     }
     e
 }

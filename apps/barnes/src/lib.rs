@@ -94,6 +94,36 @@
 //! one processor in body order. So the checker is exact ([`Barnes::check`]). A parallel tree
 //! build with cell locks would still give bit-identical results as long as centres of mass
 //! are summed over children in child order, since only the cell numbering would change.
+//!
+//! # Counted work
+//!
+//! Two kinds of unit ([`WORK`], `dsm::work`), since the force walk's share of the work
+//! grows with the number of bodies (interactions per body grow with `log nbody` and
+//! `theta`) while the tree's does not grow the same way:
+//!
+//! - [`INTERACTION`]: one body-cell or body-body interaction of the force walk (the hack
+//!   code's `gravsub`, with the cell openings and distance tests that lead to it), counted
+//!   by [`force::force_phase`] after each body's walk: the body's cost.
+//! - [`TREE`]: one tree step: a level descended by [`tree::build_tree`] inserting a body
+//!   (counted after each body), a child summed into a centre of mass by
+//!   [`tree::compute_cofm`], a node visited by [`partition::costzone`], a body bounded by
+//!   [`tree::Cube::around`], advanced by [`force::advance`] or summed by
+//!   [`force::energies`] (each counted after the body).
+//!
+//! At the paper's input the sequential version counts 210,870,997 interactions and
+//! 9,525,914 tree steps; on this host (release build, loaded) an interaction took about
+//! 25 ns and a tree step about 118 ns (the tree's steps miss the cache: insertion and the
+//! centres of mass touch bodies in tree order), so the tree is about a sixth of the time.
+//!
+//! The parallel version counts the same interactions (every body walks the same tree
+//! whichever processor computes it) and more tree steps: every processor walks the tree
+//! to find its cost zone, where the sequential version walks it once. Its processors
+//! together counted (CSM-DMS, sums of `ProcReport::work` against the sequential
+//! `Measured::work`): at the test input (512 bodies) 1.013 times the sequential tree steps
+//! on 2 x 2 and 1.127 on 8 x 4, that is 0.4% and 4.9% more work weighted by the costs
+//! above; at the small input (32768 bodies) 1.0002 times on 2 x 2 and 1.0024 on 8 x 4 (under 0.1% more work weighted).
+//! The tree build itself, on processor 0 alone, is the sequential build: not more work,
+//! but work the other processors wait for.
 
 pub mod force;
 pub mod parallel;
@@ -269,6 +299,36 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     })
 }
 
+/// The kind of unit of the force walk: one body-cell or body-body interaction.
+pub const INTERACTION: usize = 0;
+/// The kind of unit of the rest: one level descended while inserting a body, one child
+/// summed into a cell's centre of mass, one node visited by the partition, or one body
+/// bounded by the root cube, advanced, or summed into the energies.
+pub const TREE: usize = 1;
+
+/// Barnes' counted work (crate doc, "Counted work").
+pub const WORK: &[app_common::WorkKind] = &[
+    app_common::WorkKind {
+        name: "interaction",
+        what: "one body-cell or body-body interaction of the force walk (gravsub), with the \
+               cell openings that lead to it",
+        // `cashmere calibrate`-style measurement at the paper input, release build, on a
+        // loaded 2-core host (two runs gave 25 and 79 ns; the ratio to `tree`, 4.7 and 5.7,
+        // is what matters).
+        host_ns: 25.4,
+        // 131072 bodies, 4 steps, theta 1.
+        paper_units: 210_870_997,
+    },
+    app_common::WorkKind {
+        name: "tree",
+        what: "one tree step: a level descended inserting a body, a child summed into a \
+               centre of mass, a node visited by the partition, a body bounded, advanced or \
+               summed into the energies",
+        host_ns: 118.3,
+        paper_units: 9_525_914,
+    },
+];
+
 /// The Barnes application.
 #[derive(Debug)]
 pub struct Barnes;
@@ -324,6 +384,10 @@ impl App for Barnes {
 
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK
     }
 
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {

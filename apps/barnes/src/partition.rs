@@ -40,6 +40,7 @@ impl Zone<'_> {
         if self.work >= self.hi {
             return;
         }
+        dsm::work::count(crate::TREE, 1);
         match Node::decode(raw) {
             Node::Empty => {}
             Node::Body(b) => {

@@ -96,6 +96,7 @@ impl Cube {
                 lo[k] = lo[k].min(p[k]);
                 hi[k] = hi[k].max(p[k]);
             }
+            dsm::work::count(crate::TREE, 1);
         }
         let extent = (0..3).map(|k| hi[k] - lo[k]).fold(0.0f64, f64::max);
         let rsize = if extent > 0.0 { 1.00002 * extent } else { 1.0 };
@@ -272,11 +273,15 @@ pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usi
             .ok_or(TreeError::Outside { body: b })?;
         let mut c = 0;
         let mut level = IMAX >> 1;
+        // Counted work: one unit per level the body goes down.
+        let mut steps = 0;
         loop {
+            steps += 1;
             let slot = NSUB * c + subindex(xb, level);
             match Node::decode(child[slot]) {
                 Node::Empty => {
                     child[slot] = Node::Body(b).encode();
+                    dsm::work::count(crate::TREE, steps);
                     break;
                 }
                 Node::Cell(next) => {
@@ -344,6 +349,7 @@ pub fn compute_cofm(
                 *s += qm * q;
             }
             cost += qcost;
+            dsm::work::count(crate::TREE, 1);
         }
         tree.mass[c] = m;
         for (dst, s) in tree.com[3 * c..3 * c + 3].iter_mut().zip(mx) {

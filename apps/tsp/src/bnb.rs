@@ -77,6 +77,11 @@ pub const MIN_TOUR_LEN: usize = 0;
 pub const MIN_TOUR: usize = 1;
 pub const BEST_LEN: usize = 1 + MAX_CITIES;
 
+/// The one kind of unit TSP counts its work in (`dsm::work`, crate doc "Counted work"):
+/// an edge examined, by the depth-first search (one candidate city of `visit_nodes`' loop)
+/// or by a bound computation.
+pub const EDGE: usize = 0;
+
 /// `MinTourLen` before any tour is known.
 pub const NO_TOUR: i32 = i32::MAX;
 /// Every tour starts and ends here (the original's `StartNode`).
@@ -207,6 +212,11 @@ pub fn calc_bound(weights: &[i32], n: usize, rec: &mut [i32]) {
             .sum();
         out_sum.max(in_sum)
     };
+    // Counted work: the edges this bound examined, `n` for each city still to leave and
+    // each city still to be entered (one, the closing edge, when every city is on the path).
+    let left = (0..n).filter(|&c| unvisited(c)).count();
+    let edges = if left == 0 { 1 } else { 2 * (left + 1) * n };
+    dsm::work::count(EDGE, edges as u64);
     let rest = i32::try_from(rest).expect("bounds fit in 32 bits by the weight limit");
     rec[REST_BOUND] = rest;
     rec[LOWER_BOUND] = rec[PREFIX_WEIGHT] + rest;
@@ -467,6 +477,10 @@ pub enum DfsBound {
 /// [`DfsBound::Path`], the cheapest edge to another city for [`DfsBound::CheapestExit`].
 /// Each processor computes it privately from `weights`.
 pub fn exit_bounds(weights: &[i32], n: usize, bound: DfsBound) -> Vec<i32> {
+    if bound == DfsBound::CheapestExit {
+        // Counted (after the fact, as it is one short loop): every edge out of every city.
+        dsm::work::count(EDGE, (n * n) as u64);
+    }
     (0..n)
         .map(|c| match bound {
             DfsBound::Path => 0,
@@ -509,6 +523,7 @@ pub fn solve_subtree(
     };
     dfs.path[..=last].copy_from_slice(&record[..=last]);
     if dfs.len == n {
+        dsm::work::count(EDGE, 1);
         let total = dfs.dist + weights[record[last] as usize * n + START_CITY];
         if total < best.best_len() {
             best.offer(total, &dfs.path[..n]);
@@ -538,7 +553,11 @@ impl Dfs<'_> {
     fn visit(&mut self, from: usize, best: &mut impl Incumbent) {
         self.nodes += 1;
         let n = self.n;
+        // Candidate cities examined since the last count: counted before each descent
+        // and at the end, so the work is charged in the order it is done.
+        let mut examined = 0u64;
         for city in 0..n {
+            examined += 1;
             if self.visited & (1 << city) != 0 {
                 continue;
             }
@@ -558,12 +577,14 @@ impl Dfs<'_> {
                 self.len += 1;
                 self.dist = dist;
                 self.rest -= self.exits[city];
+                dsm::work::count(EDGE, std::mem::take(&mut examined));
                 self.visit(city, best);
                 (self.dist, self.rest) = (saved_dist, saved_rest);
                 self.len -= 1;
                 self.visited &= !(1 << city);
             }
         }
+        dsm::work::count(EDGE, examined);
     }
 }
 
