@@ -9,6 +9,7 @@
 //! original, on integer coordinates: the position scaled to `[0, 2^30)` inside the root
 //! cube ([`Cube::intcoord`]), one bit per level ([`subindex`]).
 
+use crate::body;
 use std::fmt;
 
 /// Children per cell.
@@ -88,10 +89,11 @@ impl Cube {
     /// times the largest extent of the bodies along an axis, lowest corner `rsize / 10^5`
     /// below their minima, so every body lies strictly inside. A single body (or bodies
     /// that all coincide) gets side 1.
-    pub fn around(pos: &[f64]) -> Cube {
+    pub fn around(bodies: &[f64]) -> Cube {
         let mut lo = [f64::INFINITY; 3];
         let mut hi = [f64::NEG_INFINITY; 3];
-        for p in pos.chunks_exact(3) {
+        for r in bodies.chunks_exact(body::BODY_WORDS) {
+            let p = &r[body::POS..body::POS + 3];
             for k in 0..3 {
                 lo[k] = lo[k].min(p[k]);
                 hi[k] = hi[k].max(p[k]);
@@ -253,12 +255,12 @@ fn clear_cell(child: &mut [u32], c: usize) {
     child[NSUB * c..NSUB * (c + 1)].fill(EMPTY);
 }
 
-/// Builds the tree of the bodies at `pos` (three `f64` per body) in `cube`, inserting
+/// Builds the tree of the bodies of table `bodies` ([`crate::body`]) in `cube`, inserting
 /// them in index order, and returns the number of cells used (cells `0..ncell`).
 /// Sequential: in the TreadMarks program one processor builds the whole tree.
 ///
 /// A cell always has a higher index than its parent, which [`compute_cofm`] relies on.
-pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
+pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
     let cap = tree.capacity();
     assert!(
         cap >= 1 && tree.child.len() >= NSUB * cap,
@@ -267,9 +269,9 @@ pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usi
     let child = &mut *tree.child;
     clear_cell(child, 0);
     let mut ncell = 1;
-    for b in 0..pos.len() / 3 {
+    for b in 0..body::count(bodies) {
         let xb = cube
-            .intcoord(&pos[3 * b..3 * b + 3])
+            .intcoord(&body::pos(bodies, b))
             .ok_or(TreeError::Outside { body: b })?;
         let mut c = 0;
         let mut level = IMAX >> 1;
@@ -299,7 +301,7 @@ pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usi
                     ncell += 1;
                     clear_cell(child, fresh);
                     let xo = cube
-                        .intcoord(&pos[3 * other..3 * other + 3])
+                        .intcoord(&body::pos(bodies, other))
                         .expect("a body already in the tree lies inside the cube");
                     child[NSUB * fresh + subindex(xo, level >> 1)] = Node::Body(other).encode();
                     child[slot] = Node::Cell(fresh).encode();
@@ -313,16 +315,10 @@ pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usi
 }
 
 /// Fills mass, centre of mass and cost of cells `0..ncell` from their children, summed in
-/// child order 0..8 as the hack code's `hackcofm` does. `body_cost` is the cost each body
-/// had in the last force phase. Children have higher indices than their parents, so one
+/// child order 0..8 as the hack code's `hackcofm` does. Each body weighs its cost in half
+/// `half` of its record: the cost it had in the last force phase. Children have higher indices than their parents, so one
 /// pass from the last cell down to the root sees every child before its parent.
-pub fn compute_cofm(
-    tree: &mut TreeMut<'_>,
-    ncell: usize,
-    pos: &[f64],
-    mass: &[f64],
-    body_cost: &[u64],
-) {
+pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: usize) {
     for c in (0..ncell).rev() {
         let mut m = 0.0;
         let mut mx = [0.0f64; 3];
@@ -331,9 +327,9 @@ pub fn compute_cofm(
             let (qm, qpos, qcost) = match Node::decode(tree.child[NSUB * c + k]) {
                 Node::Empty => continue,
                 Node::Body(b) => (
-                    mass[b],
-                    [pos[3 * b], pos[3 * b + 1], pos[3 * b + 2]],
-                    body_cost[b],
+                    body::mass(bodies, b),
+                    body::pos(bodies, b),
+                    body::cost(bodies, b, half),
                 ),
                 Node::Cell(q) => {
                     debug_assert!(q > c, "a child cell has a higher index than its parent");
@@ -363,6 +359,12 @@ pub fn compute_cofm(
 mod tests {
     use super::*;
 
+    /// A body table with positions `pos` and unit masses.
+    fn bodies(pos: &[f64]) -> Vec<f64> {
+        let n = pos.len() / 3;
+        body::from_arrays(pos, &vec![0.0; 3 * n], &vec![1.0; n])
+    }
+
     #[test]
     fn node_encoding_round_trips() {
         for n in [
@@ -391,7 +393,7 @@ mod tests {
     #[test]
     fn cube_holds_every_body_strictly() {
         let pos = [-1.0, 0.0, 2.0, 3.0, 0.5, -2.0, 0.0, 0.0, 0.0];
-        let cube = Cube::around(&pos);
+        let cube = Cube::around(&bodies(&pos));
         // The largest extent is 4 (x from -1 to 3, z from -2 to 2).
         assert_eq!(cube.rsize, 4.0 * 1.00002);
         for p in pos.chunks(3) {
@@ -412,18 +414,20 @@ mod tests {
         };
         let mut store = TreeStore::new(16);
         let pos = [1.0, 1.0, 1.0, 7.0, 7.0, 7.0];
-        assert_eq!(build_tree(cube, &pos, &mut store.as_mut()), Ok(1));
+        assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(1));
         assert_eq!(Node::decode(store.child[0]), Node::Body(0));
         assert_eq!(Node::decode(store.child[7]), Node::Body(1));
 
         // Both in octant 0 (below 4 on every axis); body 1 in sub-octant 4 (x >= 2).
         let pos = [1.0, 1.0, 1.0, 3.0, 1.0, 1.0];
-        assert_eq!(build_tree(cube, &pos, &mut store.as_mut()), Ok(2));
+        assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(2));
         assert_eq!(Node::decode(store.child[0]), Node::Cell(1));
         assert_eq!(Node::decode(store.child[8]), Node::Body(0));
         assert_eq!(Node::decode(store.child[8 + 4]), Node::Body(1));
-        let mass = [0.25, 0.75];
-        compute_cofm(&mut store.as_mut(), 2, &pos, &mass, &[3, 4]);
+        let mut t = body::from_arrays(&pos, &[0.0; 6], &[0.25, 0.75]);
+        t[body::COST] = 3.0;
+        t[body::BODY_WORDS + body::COST] = 4.0;
+        compute_cofm(&mut store.as_mut(), 2, &t, 0);
         assert_eq!(store.mass[..2], [1.0, 1.0]);
         assert_eq!(store.com[..6], [2.5, 1.0, 1.0, 2.5, 1.0, 1.0]);
         assert_eq!(store.cost[..2], [7, 7]);
@@ -438,21 +442,21 @@ mod tests {
         let mut store = TreeStore::new(64);
         let pos = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
         assert_eq!(
-            build_tree(cube, &pos, &mut store.as_mut()),
+            build_tree(cube, &bodies(&pos), &mut store.as_mut()),
             Err(TreeError::Coincide { a: 0, b: 1 })
         );
         let pos = [1.0, 1.0, 1.0, 9.0, 1.0, 1.0];
         assert_eq!(
-            build_tree(cube, &pos, &mut store.as_mut()),
+            build_tree(cube, &bodies(&pos), &mut store.as_mut()),
             Err(TreeError::Outside { body: 1 })
         );
         // Two bodies 2^-10 apart inside octant 0 need about ten nested cells.
         let pos = [1.0, 1.0, 1.0, 1.0 + 1.0 / 1024.0, 1.0, 1.0];
         let mut small = TreeStore::new(4);
         assert_eq!(
-            build_tree(cube, &pos, &mut small.as_mut()),
+            build_tree(cube, &bodies(&pos), &mut small.as_mut()),
             Err(TreeError::Full { capacity: 4 })
         );
-        assert!(build_tree(cube, &pos, &mut store.as_mut()).is_ok());
+        assert!(build_tree(cube, &bodies(&pos), &mut store.as_mut()).is_ok());
     }
 }

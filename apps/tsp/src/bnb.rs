@@ -1125,7 +1125,10 @@ mod tests {
         assert_eq!(g.tour_stack.len(), 5_000);
         assert_eq!(g.tours.end, g.len);
         // MinTourLen shares the first 8 KB page with the matrix and the queue's control.
-        assert_eq!((g.best.start + MIN_TOUR_LEN) * 4 / 8192, g.queue_ctl.start * 4 / 8192);
+        assert_eq!(
+            (g.best.start + MIN_TOUR_LEN) * 4 / 8192,
+            g.queue_ctl.start * 4 / 8192
+        );
         assert!(Layout::new(33, 10).is_err());
         assert!(Layout::new(17, 0).is_err());
     }

@@ -212,7 +212,9 @@ pub fn run(
             (p.id() == 0).then(|| {
                 let at = arrays.offsets.best.start;
                 let best_len = arrays.global.get(at + MIN_TOUR_LEN);
-                let tour: Vec<i32> = (0..n).map(|k| arrays.global.get(at + MIN_TOUR + k)).collect();
+                let tour: Vec<i32> = (0..n)
+                    .map(|k| arrays.global.get(at + MIN_TOUR + k))
+                    .collect();
                 crate::summary(config, n, best_len, &tour)
             })
         }
