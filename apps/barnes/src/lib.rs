@@ -36,6 +36,19 @@
 //! (acceleration, velocity, potential, cost) shares the page with the readers of its
 //! position and mass. (Before, every field was an array of its own.)
 //!
+//! Measured at the paper's input on 8 x 4 under the modeled clock (measured computation,
+//! CPU scale factor; two runs each, counters within 0.01%), CSM-DMS, page transfers /
+//! invalidations / diffs: separate arrays 71.2K / 62.7K / 51.1K, records 130.2K / 126.3K /
+//! 114.7K, Table 4 66.0K / 214.2K / 60.8K; CSM-MS-Mg with migrations: arrays 76.5K /
+//! 62.7K / 51.0K / 6.1K, records 146.3K / 126.3K / 113.7K / 16.1K, Table 4 69.1K / 210.5K
+//! / 45.1K / 15.6K. The records put every field a processor writes in the force phase
+//! and in the advance on the pages of its bodies, which the costzones scatter over the
+//! body table, so about every body page is written by every node twice a step: 4 steps x
+//! 2 phases x 2,048 pages x 7 nodes besides the home is 114.7K diffs, the count measured
+//! under CSM-DMS (114,654 of 114,688). The paper's run had half as
+//! many diffs and twice as many invalidations, which its step count (not stated; 4 here)
+//! and its cell layout and parallel tree build (below) may explain.
+//!
 //! | array       | type  | length           | contents                                     |
 //! |-------------|-------|------------------|----------------------------------------------|
 //! | `bodytab`   | `f64` | `16 nbody`       | the record of `b` at `16b..16b+16`, [`body`] |
@@ -141,8 +154,9 @@
 //! to find its cost zone, where the sequential version walks it once. Its processors
 //! together counted (CSM-DMS, sums of `ProcReport::work` against the sequential
 //! `Measured::work`): at the test input (512 bodies) 1.013 times the sequential tree steps
-//! on 2 x 2 and 1.127 on 8 x 4, that is 0.4% and 4.9% more work weighted by the costs
-//! above; at the small input (32768 bodies) 1.0002 times on 2 x 2 and 1.0024 on 8 x 4 (under 0.1% more work weighted).
+//! on 2 x 2 and 1.127 on 8 x 4, that is 0.5% and 4.9% more work weighted by the costs
+//! above; at the small input (32768 bodies) 1.0002 times on 2 x 2 and 1.0024 on 8 x 4
+//! (under 0.1% more work weighted); at the paper's input on 8 x 4, 1.0006 times.
 //! The tree build itself, on processor 0 alone, is the sequential build: not more work,
 //! but work the other processors wait for.
 

@@ -28,6 +28,16 @@
 //! lock after another node's `get_tour` sees it invalidated. (Before, each array had
 //! pages of its own, `best` alone on one.)
 //!
+//! Measured at the paper's input on 8 x 4 under the modeled clock (measured computation),
+//! page transfers / invalidations / diffs: CSM-DMS, separate arrays 2.07K-2.12K /
+//! 2.00K-2.04K / 1.76K-1.78K (two runs), one record 2.08K-2.11K / 2.01K-2.06K /
+//! 1.41K-1.42K, Table 4 12.6K / 16.2K / 8.0K; CSM-MS-Mg (with migrations) arrays 3.56K /
+//! 2.49K / 0.007K / 1.42K, record 2.96K / 2.24K / 0.022K / 1.08K, Table 4 14.1K / 18.3K /
+//! 0.1K / 5.0K. The layout changes little: what is far from the paper is the number of
+//! queue operations (697 lock acquires in the whole CSM-DMS run), since this program's
+//! search of `tspfile17` is short (crate doc, "Sizes"; its bound is not the original's,
+//! "Deviations" below).
+//!
 //! A tour record has the fields of the original `TourElement` in its order:
 //! `prefix[32]` (the path, city indices), `conn` (visited cities as bits), `last` (index of
 //! the last city in `prefix`), `prefix_weight` (length of the path), `lower_bound` (bound
