@@ -74,13 +74,13 @@ impl Walk<'_> {
                 }
             }
             Node::Cell(c) => {
-                let (dr, drsq) = self.offset(&self.tree.com[3 * c..3 * c + 3]);
+                let (dr, drsq) = self.offset(&self.tree.com(c));
                 if self.tolsq * drsq < dsq {
                     for k in 0..NSUB {
-                        self.walk(self.tree.child[NSUB * c + k], dsq / 4.0);
+                        self.walk(self.tree.child(c, k), dsq / 4.0);
                     }
                 } else {
-                    self.gravsub(dr, drsq, self.tree.mass[c]);
+                    self.gravsub(dr, drsq, self.tree.mass(c));
                 }
             }
         }

@@ -36,7 +36,7 @@
 //! (acceleration, velocity, potential, cost) shares the page with the readers of its
 //! position and mass. (Before, every field was an array of its own.)
 //!
-//! Measured at the paper's input on 8 x 4 under the modeled clock (measured computation,
+//! Measured, with the cells still arrays per field, at the paper's input on 8 x 4 under the modeled clock (measured computation,
 //! CPU scale factor; two runs each, counters within 0.01%), CSM-DMS, page transfers /
 //! invalidations / diffs: separate arrays 71.2K / 62.7K / 51.1K, records 130.2K / 126.3K /
 //! 114.7K, Table 4 66.0K / 214.2K / 60.8K; CSM-MS-Mg with migrations: arrays 76.5K /
@@ -47,23 +47,28 @@
 //! 2 phases x 2,048 pages x 7 nodes besides the home is 114.7K diffs, the count measured
 //! under CSM-DMS (114,654 of 114,688). The paper's run had half as
 //! many diffs and twice as many invalidations, which its step count (not stated; 4 here)
-//! and its cell layout and parallel tree build (below) may explain.
+//! and its parallel tree build (below) may explain. With the cells as records too (two
+//! CSM-DMS runs, one CSM-MS-Mg): CSM-DMS 138.8K / 132.7K / 114.7K, CSM-MS-Mg 154.6K /
+//! 132.8K / 112.3K / 15.8K migrations: the cell records take more pages (112 bytes a
+//! cell against 72), which every node reads again after each step's build.
+//!
+//! The cells are records too, as in the hack code and SPLASH (`cell`: the node's `type`,
+//! `mass` and `pos`, SPLASH's `cost`, then `subp[NSUB]`): [`tree::CELL_WORDS`] = 14
+//! 8-byte words (type, mass, centre of mass, cost, eight children), in one table written
+//! by the tree's builder.
 //!
 //! | array       | type  | length           | contents                                     |
 //! |-------------|-------|------------------|----------------------------------------------|
 //! | `bodytab`   | `f64` | `16 nbody`       | the record of `b` at `16b..16b+16`, [`body`] |
 //! | `cube`      | `f64` | `4`              | the root cube, [`tree::Cube::to_array`]      |
-//! | `child`     | `u32` | `8 cells`        | children of `c` at `8c..8c+8`, [`tree::Node::encode`] |
-//! | `cell_mass` | `f64` | `cells`          | mass of `c`                                  |
-//! | `cell_com`  | `f64` | `3 cells`        | centre of mass of `c`                        |
-//! | `cell_cost` | `u64` | `cells`          | summed cost of the bodies below `c`          |
+//! | `celltab`   | `f64` | `14 cells`       | the record of `c` at `14c..14c+14`: mass, centre of mass, cost, children ([`tree::Node::encode`], as the low bits of a word) |
 //!
 //! `cells` is [`tree::cell_capacity`]`(nbody, fcells)`; cell 0 is the root. A child index
 //! encodes empty, a body index, or a cell index with the top bit set. A Plummer model needs
 //! about 0.5 cells per body with one body per leaf, so the default `fcells = 1` leaves
-//! room; at the paper size the shared data is then 26 MB ([`Layout::shared_bytes`]), the
-//! size of the paper's Table 3. The cells are still arrays per field; SPLASH's are records
-//! too (see "What is not as in the original" below).
+//! room; at the paper size the shared data is then 31 MB ([`Layout::shared_bytes`]: 16 MB
+//! of bodies, 14 MB of cell capacity of which about half is used), against the 26 MB of
+//! the paper's Table 3.
 //!
 //! # The tree build: sequential, as in the TreadMarks program
 //!
@@ -119,13 +124,12 @@
 //!
 //! # What is not as in the original
 //!
-//! - The tree's cells are arrays per field (children, mass, centre of mass, cost), where
-//!   SPLASH's are records (`cell`: type, mass, position, cost, level, parent, children,
-//!   ...), and hold one body per leaf, where SPLASH-2 has leaves of several bodies
-//!   (`MAX_BODIES_PER_LEAF`). One processor builds the tree (see above); SPLASH-2 builds it
-//!   in parallel under cell locks, each processor taking cells from its own part of the
-//!   cell table (`load.C`, `maketree`, `makecell`), and computes the centres of mass in
-//!   parallel (`hackcofm`).
+//! - The tree holds one body per leaf, where SPLASH-2 has leaves of several bodies
+//!   (`MAX_BODIES_PER_LEAF`), and SPLASH's cell records carry more fields (level, parent,
+//!   locks, quadrupole moments). One processor builds the tree (see above); SPLASH-2
+//!   builds it in parallel under cell locks, each processor taking cells from its own part
+//!   of the cell table (`load.C`, `maketree`, `makecell`), and computes the centres of mass
+//!   in parallel (`hackcofm`).
 //! - SPLASH-2 partitions in Peano-Hilbert order ([`partition`]); the TreadMarks source,
 //!   which the paper ran, was not available to check either point.
 //!
@@ -230,7 +234,7 @@ impl Layout {
     /// Bytes of shared data.
     pub fn shared_bytes(&self) -> usize {
         let per_body = body::BODY_WORDS * 8;
-        let per_cell = 8 * 4 + 8 + 3 * 8 + 8;
+        let per_cell = tree::CELL_WORDS * 8;
         self.nbody * per_body + self.cells * per_cell + 4 * 8
     }
 }

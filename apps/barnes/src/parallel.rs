@@ -19,10 +19,8 @@ struct Arrays {
     /// The body records ([`crate::body`]).
     bodies: Shared<f64>,
     cube: Shared<f64>,
-    child: Shared<u32>,
-    cell_mass: Shared<f64>,
-    cell_com: Shared<f64>,
-    cell_cost: Shared<u64>,
+    /// The cell records ([`tree::CELL_WORDS`] words each).
+    cells: Shared<f64>,
     /// Written by processor 0 before the tree barrier: 0, or 1 when the tree build failed
     /// (every processor then stops after that barrier).
     status: Shared<u32>,
@@ -35,10 +33,7 @@ impl Arrays {
         Arrays {
             bodies: s.alloc_named(body::BODY_WORDS * n, "bodytab"),
             cube: s.alloc_named(4, "cube"),
-            child: s.alloc_named(tree::NSUB * cells, "child"),
-            cell_mass: s.alloc_named(cells, "cell_mass"),
-            cell_com: s.alloc_named(3 * cells, "cell_com"),
-            cell_cost: s.alloc_named(cells, "cell_cost"),
+            cells: s.alloc_named(tree::CELL_WORDS * cells, "celltab"),
             status: s.alloc_named(1, "status"),
         }
     }
@@ -54,10 +49,7 @@ impl Arrays {
             let c = self.cube.as_slice();
             Tree {
                 cube: Cube::from_array([c[0], c[1], c[2], c[3]]),
-                child: self.child.as_slice(),
-                mass: self.cell_mass.as_slice(),
-                com: self.cell_com.as_slice(),
-                cost: self.cell_cost.as_slice(),
+                cells: self.cells.as_slice(),
             }
         }
     }
@@ -113,10 +105,7 @@ unsafe fn build(a: &Arrays, r: usize) -> Result<usize, tree::TreeError> {
         let cube = Cube::around(bodies);
         a.cube.as_mut_slice().copy_from_slice(&cube.to_array());
         let mut t = TreeMut {
-            child: a.child.as_mut_slice(),
-            mass: a.cell_mass.as_mut_slice(),
-            com: a.cell_com.as_mut_slice(),
-            cost: a.cell_cost.as_mut_slice(),
+            cells: a.cells.as_mut_slice(),
         };
         let ncell = tree::build_tree(cube, bodies, &mut t)?;
         tree::compute_cofm(&mut t, ncell, bodies, r);

@@ -52,13 +52,13 @@ impl Zone<'_> {
                 self.work += body::cost(self.bodies, b, self.half);
             }
             Node::Cell(c) => {
-                let cost = self.tree.cost[c];
+                let cost = self.tree.cost(c);
                 // Every body below has a prefix cost of at most `work + cost`.
                 if self.work + cost < self.lo {
                     self.work += cost;
                 } else {
                     for k in 0..NSUB {
-                        self.visit(self.tree.child[NSUB * c + k], out);
+                        self.visit(self.tree.child(c, k), out);
                     }
                 }
             }
@@ -78,7 +78,7 @@ pub fn costzone(
     out: &mut Vec<u32>,
 ) {
     out.clear();
-    let (lo, hi) = zone(tree.cost[0], id, nprocs);
+    let (lo, hi) = zone(tree.cost(0), id, nprocs);
     let mut z = Zone {
         tree,
         bodies,
@@ -129,9 +129,13 @@ mod tests {
             match Node::decode(raw) {
                 Node::Empty => {}
                 Node::Body(b) => order.push(b as u32),
-                Node::Cell(c) => {
-                    (0..NSUB).for_each(|k| dfs(store, store.child[NSUB * c + k], order))
-                }
+                Node::Cell(c) => (0..NSUB).for_each(|k| {
+                    dfs(
+                        store,
+                        store.view(Cube::from_array([0.0; 4])).child(c, k),
+                        order,
+                    )
+                }),
             }
         }
         let mut order = Vec::new();
@@ -144,7 +148,7 @@ mod tests {
             }
             compute_cofm(&mut store.as_mut(), ncell, &t, 1);
             let total: u64 = cost.iter().sum();
-            assert_eq!(store.cost[0], total);
+            assert_eq!(store.view(cube).cost(0), total);
             let max_cost = *cost.iter().max().unwrap();
             for nprocs in [1, 2, 3, 4, 7, 16] {
                 let mut all = Vec::new();

@@ -1,5 +1,5 @@
-//! The Barnes-Hut octree in flat arrays: its layout, the sequential build that inserts
-//! one body per leaf, and the centre-of-mass pass.
+//! The Barnes-Hut octree in a table of cell records: its layout, the sequential build that
+//! inserts one body per leaf, and the centre-of-mass pass.
 //!
 //! The tree follows the hack code of Barnes and Hut as SPLASH-1 Barnes uses it: the root
 //! cell is the cube that holds every body, every cell has eight children, and a child is
@@ -141,80 +141,119 @@ pub fn cell_capacity(nbody: usize, fcells: f64) -> usize {
     ((fcells * nbody as f64).ceil() as usize).clamp(16, MAX_CELLS)
 }
 
-/// The cell arrays, read-only: what the force walk and the partition read.
+/// Words (`f64`) per cell record: the hack code's cell, a node (`type`, `mass`, `pos`)
+/// then `subp[NSUB]`, with SPLASH's `cost` after the node's fields (SPLASH-2 `load.C`,
+/// `makecell` and `hackcofm`, set and read a cell's type, mass, position, cost and
+/// `Subp`; its level, parent, sequence number and lock fields have no use here). Word 0 (`type`) is
+/// unused; [`CELL_MASS`], [`CELL_POS`], [`CELL_COST`] and [`CELL_SUBP`] are the others.
+pub const CELL_WORDS: usize = 14;
+/// Word of a cell's mass.
+pub const CELL_MASS: usize = 1;
+/// Words of a cell's centre of mass.
+pub const CELL_POS: usize = 2;
+/// Word of a cell's cost (an integer held in an `f64`).
+pub const CELL_COST: usize = 5;
+/// Words of a cell's eight stored child indices ([`Node::encode`], the `u32` as the low
+/// bits of the word).
+pub const CELL_SUBP: usize = 6;
+
+/// The cell table, read-only: what the force walk and the partition read. Cell `c` is the
+/// record at `CELL_WORDS c..CELL_WORDS (c + 1)`; cell 0 is the root.
 #[derive(Clone, Copy)]
 pub struct Tree<'a> {
     pub cube: Cube,
-    /// Eight stored child indices per cell ([`Node::encode`]); cell 0 is the root.
-    pub child: &'a [u32],
-    /// Mass per cell.
-    pub mass: &'a [f64],
-    /// Centre of mass per cell, three per cell.
-    pub com: &'a [f64],
-    /// Cost per cell: the sum of its bodies' costs (force interactions of the last step).
-    pub cost: &'a [u64],
+    pub cells: &'a [f64],
 }
 
-/// The cell arrays, writable: what processor 0 fills when it builds the tree.
+impl Tree<'_> {
+    /// The stored index of child `k` of cell `c`.
+    #[inline]
+    pub fn child(&self, c: usize, k: usize) -> u32 {
+        self.cells[c * CELL_WORDS + CELL_SUBP + k].to_bits() as u32
+    }
+
+    /// The mass of cell `c`.
+    #[inline]
+    pub fn mass(&self, c: usize) -> f64 {
+        self.cells[c * CELL_WORDS + CELL_MASS]
+    }
+
+    /// The centre of mass of cell `c`.
+    #[inline]
+    pub fn com(&self, c: usize) -> [f64; 3] {
+        let r = &self.cells[c * CELL_WORDS + CELL_POS..];
+        [r[0], r[1], r[2]]
+    }
+
+    /// The cost of cell `c`: the sum of its bodies' costs (interactions of the last step).
+    #[inline]
+    pub fn cost(&self, c: usize) -> u64 {
+        self.cells[c * CELL_WORDS + CELL_COST] as u64
+    }
+}
+
+/// The cell table, writable: what processor 0 fills when it builds the tree.
 pub struct TreeMut<'a> {
-    pub child: &'a mut [u32],
-    pub mass: &'a mut [f64],
-    pub com: &'a mut [f64],
-    pub cost: &'a mut [u64],
+    pub cells: &'a mut [f64],
 }
 
 impl TreeMut<'_> {
-    /// Cells the arrays can hold.
+    /// Cells the table can hold.
     pub fn capacity(&self) -> usize {
-        self.mass.len()
+        self.cells.len() / CELL_WORDS
     }
 
     pub fn view(&self, cube: Cube) -> Tree<'_> {
         Tree {
             cube,
-            child: self.child,
-            mass: self.mass,
-            com: self.com,
-            cost: self.cost,
+            cells: self.cells,
+        }
+    }
+
+    fn set_child(&mut self, c: usize, k: usize, raw: u32) {
+        self.cells[c * CELL_WORDS + CELL_SUBP + k] = f64::from_bits(u64::from(raw));
+    }
+
+    fn child(&self, c: usize, k: usize) -> u32 {
+        self.cells[c * CELL_WORDS + CELL_SUBP + k].to_bits() as u32
+    }
+
+    /// Empties every child slot of cell `c`.
+    fn clear_cell(&mut self, c: usize) {
+        for k in 0..NSUB {
+            self.set_child(c, k, EMPTY);
         }
     }
 }
 
-/// Owned cell arrays, for the sequential version and tests.
+/// An owned cell table, for the sequential version and tests.
 #[derive(Clone, Debug)]
 pub struct TreeStore {
-    pub child: Vec<u32>,
-    pub mass: Vec<f64>,
-    pub com: Vec<f64>,
-    pub cost: Vec<u64>,
+    pub cells: Vec<f64>,
 }
 
 impl TreeStore {
     pub fn new(capacity: usize) -> TreeStore {
-        TreeStore {
-            child: vec![EMPTY; NSUB * capacity],
-            mass: vec![0.0; capacity],
-            com: vec![0.0; 3 * capacity],
-            cost: vec![0; capacity],
+        let mut store = TreeStore {
+            cells: vec![0.0; CELL_WORDS * capacity],
+        };
+        let mut t = store.as_mut();
+        for c in 0..capacity {
+            t.clear_cell(c);
         }
+        store
     }
 
     pub fn as_mut(&mut self) -> TreeMut<'_> {
         TreeMut {
-            child: &mut self.child,
-            mass: &mut self.mass,
-            com: &mut self.com,
-            cost: &mut self.cost,
+            cells: &mut self.cells,
         }
     }
 
     pub fn view(&self, cube: Cube) -> Tree<'_> {
         Tree {
             cube,
-            child: &self.child,
-            mass: &self.mass,
-            com: &self.com,
-            cost: &self.cost,
+            cells: &self.cells,
         }
     }
 }
@@ -251,10 +290,6 @@ impl fmt::Display for TreeError {
     }
 }
 
-fn clear_cell(child: &mut [u32], c: usize) {
-    child[NSUB * c..NSUB * (c + 1)].fill(EMPTY);
-}
-
 /// Builds the tree of the bodies of table `bodies` ([`crate::body`]) in `cube`, inserting
 /// them in index order, and returns the number of cells used (cells `0..ncell`).
 /// Sequential: in the TreadMarks program one processor builds the whole tree.
@@ -262,12 +297,8 @@ fn clear_cell(child: &mut [u32], c: usize) {
 /// A cell always has a higher index than its parent, which [`compute_cofm`] relies on.
 pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
     let cap = tree.capacity();
-    assert!(
-        cap >= 1 && tree.child.len() >= NSUB * cap,
-        "cell arrays too short"
-    );
-    let child = &mut *tree.child;
-    clear_cell(child, 0);
+    assert!(cap >= 1, "the cell table holds no cell");
+    tree.clear_cell(0);
     let mut ncell = 1;
     for b in 0..body::count(bodies) {
         let xb = cube
@@ -279,10 +310,10 @@ pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<
         let mut steps = 0;
         loop {
             steps += 1;
-            let slot = NSUB * c + subindex(xb, level);
-            match Node::decode(child[slot]) {
+            let slot = subindex(xb, level);
+            match Node::decode(tree.child(c, slot)) {
                 Node::Empty => {
-                    child[slot] = Node::Body(b).encode();
+                    tree.set_child(c, slot, Node::Body(b).encode());
                     dsm::work::count(crate::TREE, steps);
                     break;
                 }
@@ -299,12 +330,12 @@ pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<
                     }
                     let fresh = ncell;
                     ncell += 1;
-                    clear_cell(child, fresh);
+                    tree.clear_cell(fresh);
                     let xo = cube
                         .intcoord(&body::pos(bodies, other))
                         .expect("a body already in the tree lies inside the cube");
-                    child[NSUB * fresh + subindex(xo, level >> 1)] = Node::Body(other).encode();
-                    child[slot] = Node::Cell(fresh).encode();
+                    tree.set_child(fresh, subindex(xo, level >> 1), Node::Body(other).encode());
+                    tree.set_child(c, slot, Node::Cell(fresh).encode());
                     c = fresh;
                     level >>= 1;
                 }
@@ -324,7 +355,7 @@ pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: 
         let mut mx = [0.0f64; 3];
         let mut cost = 0u64;
         for k in 0..NSUB {
-            let (qm, qpos, qcost) = match Node::decode(tree.child[NSUB * c + k]) {
+            let (qm, qpos, qcost) = match Node::decode(tree.child(c, k)) {
                 Node::Empty => continue,
                 Node::Body(b) => (
                     body::mass(bodies, b),
@@ -333,11 +364,9 @@ pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: 
                 ),
                 Node::Cell(q) => {
                     debug_assert!(q > c, "a child cell has a higher index than its parent");
-                    (
-                        tree.mass[q],
-                        [tree.com[3 * q], tree.com[3 * q + 1], tree.com[3 * q + 2]],
-                        tree.cost[q],
-                    )
+                    // The cube plays no part in reading a cell's fields.
+                    let v = tree.view(Cube::from_array([0.0; 4]));
+                    (v.mass(q), v.com(q), v.cost(q))
                 }
             };
             m += qm;
@@ -347,11 +376,12 @@ pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: 
             cost += qcost;
             dsm::work::count(crate::TREE, 1);
         }
-        tree.mass[c] = m;
-        for (dst, s) in tree.com[3 * c..3 * c + 3].iter_mut().zip(mx) {
+        let r = &mut tree.cells[c * CELL_WORDS..(c + 1) * CELL_WORDS];
+        r[CELL_MASS] = m;
+        for (dst, s) in r[CELL_POS..CELL_POS + 3].iter_mut().zip(mx) {
             *dst = s / m;
         }
-        tree.cost[c] = cost;
+        r[CELL_COST] = cost as f64;
     }
 }
 
@@ -415,22 +445,25 @@ mod tests {
         let mut store = TreeStore::new(16);
         let pos = [1.0, 1.0, 1.0, 7.0, 7.0, 7.0];
         assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(1));
-        assert_eq!(Node::decode(store.child[0]), Node::Body(0));
-        assert_eq!(Node::decode(store.child[7]), Node::Body(1));
+        let t = store.view(cube);
+        assert_eq!(Node::decode(t.child(0, 0)), Node::Body(0));
+        assert_eq!(Node::decode(t.child(0, 7)), Node::Body(1));
 
         // Both in octant 0 (below 4 on every axis); body 1 in sub-octant 4 (x >= 2).
         let pos = [1.0, 1.0, 1.0, 3.0, 1.0, 1.0];
         assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(2));
-        assert_eq!(Node::decode(store.child[0]), Node::Cell(1));
-        assert_eq!(Node::decode(store.child[8]), Node::Body(0));
-        assert_eq!(Node::decode(store.child[8 + 4]), Node::Body(1));
+        let t = store.view(cube);
+        assert_eq!(Node::decode(t.child(0, 0)), Node::Cell(1));
+        assert_eq!(Node::decode(t.child(1, 0)), Node::Body(0));
+        assert_eq!(Node::decode(t.child(1, 4)), Node::Body(1));
         let mut t = body::from_arrays(&pos, &[0.0; 6], &[0.25, 0.75]);
         t[body::COST] = 3.0;
         t[body::BODY_WORDS + body::COST] = 4.0;
         compute_cofm(&mut store.as_mut(), 2, &t, 0);
-        assert_eq!(store.mass[..2], [1.0, 1.0]);
-        assert_eq!(store.com[..6], [2.5, 1.0, 1.0, 2.5, 1.0, 1.0]);
-        assert_eq!(store.cost[..2], [7, 7]);
+        let t = store.view(cube);
+        assert_eq!([t.mass(0), t.mass(1)], [1.0, 1.0]);
+        assert_eq!([t.com(0), t.com(1)], [[2.5, 1.0, 1.0], [2.5, 1.0, 1.0]]);
+        assert_eq!([t.cost(0), t.cost(1)], [7, 7]);
     }
 
     #[test]
