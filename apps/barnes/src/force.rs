@@ -13,6 +13,7 @@
 //! corrected by `dt/2 (a(t) - a_old)`, giving `v(t) = v(t - dt) + dt/2 (a(t - dt) + a(t))`;
 //! then `v' = v + dt/2 a`, `x += dt v'`, `v = v' + dt/2 a`.
 
+use crate::body::{self, ACC, COST, KIN, MASS, PHI, VEL};
 use crate::tree::{Node, Tree, NSUB};
 
 /// The constants of the force phase.
@@ -36,8 +37,7 @@ pub struct Gravity {
 
 struct Walk<'a> {
     tree: Tree<'a>,
-    pos: &'a [f64],
-    mass: &'a [f64],
+    bodies: &'a [f64],
     me: usize,
     x0: [f64; 3],
     tolsq: f64,
@@ -69,39 +69,31 @@ impl Walk<'_> {
             Node::Empty => {}
             Node::Body(b) => {
                 if b != self.me {
-                    let (dr, drsq) = self.offset(&self.pos[3 * b..3 * b + 3]);
-                    self.gravsub(dr, drsq, self.mass[b]);
+                    let (dr, drsq) = self.offset(&body::pos(self.bodies, b));
+                    self.gravsub(dr, drsq, body::mass(self.bodies, b));
                 }
             }
             Node::Cell(c) => {
-                let (dr, drsq) = self.offset(&self.tree.com[3 * c..3 * c + 3]);
+                let (dr, drsq) = self.offset(&self.tree.com(c));
                 if self.tolsq * drsq < dsq {
                     for k in 0..NSUB {
-                        self.walk(self.tree.child[NSUB * c + k], dsq / 4.0);
+                        self.walk(self.tree.child(c, k), dsq / 4.0);
                     }
                 } else {
-                    self.gravsub(dr, drsq, self.tree.mass[c]);
+                    self.gravsub(dr, drsq, self.tree.mass(c));
                 }
             }
         }
     }
 }
 
-/// The gravity on body `me` from the tree.
-pub fn gravity(
-    tree: Tree<'_>,
-    pos: &[f64],
-    mass: &[f64],
-    me: usize,
-    theta: f64,
-    eps: f64,
-) -> Gravity {
+/// The gravity on body `me` of table `bodies` from the tree.
+pub fn gravity(tree: Tree<'_>, bodies: &[f64], me: usize, theta: f64, eps: f64) -> Gravity {
     let mut w = Walk {
         tree,
-        pos,
-        mass,
+        bodies,
         me,
-        x0: [pos[3 * me], pos[3 * me + 1], pos[3 * me + 2]],
+        x0: body::pos(bodies, me),
         tolsq: theta * theta,
         epssq: eps * eps,
         g: Gravity {
@@ -114,66 +106,52 @@ pub fn gravity(
     w.g
 }
 
-/// The per-body arrays the force phase writes, each entry only for the bodies it is
-/// given (the whole arrays are passed so that the parallel version can hand over its
-/// views of the shared arrays).
-pub struct ForceOut<'a> {
-    /// Acceleration, three per body.
-    pub acc: &'a mut [f64],
-    /// Potential, one per body.
-    pub phi: &'a mut [f64],
-    /// Velocity, three per body (corrected on every step but the first).
-    pub vel: &'a mut [f64],
-    /// Kinetic energy `m v^2 / 2` after the correction, one per body.
-    pub kin: &'a mut [f64],
-    /// Interactions counted for each body: this step's cost, next step's partition input.
-    pub cost: &'a mut [u64],
-}
-
-/// The force phase for `bodies`: gravity from the tree, the leapfrog velocity correction
-/// (skipped on the first step, when there is no old acceleration) and the kinetic energy.
-/// Reads `pos`, `mass` and the tree of every body and cell; writes the entries of
-/// `bodies` only.
+/// The force phase for `bodies` of table `t`: gravity from the tree, the leapfrog
+/// velocity correction (skipped on the first step, when there is no old acceleration) and
+/// the kinetic energy; each body's interactions become its cost in half `cost_half` of its
+/// record. Reads the position and mass of every body and the tree; writes the
+/// acceleration, potential, velocity, kinetic energy and cost of `bodies` only.
 pub fn force_phase(
     tree: Tree<'_>,
-    pos: &[f64],
-    mass: &[f64],
+    t: &mut [f64],
     bodies: &[u32],
     first_step: bool,
     fp: ForceParams,
-    out: ForceOut<'_>,
+    cost_half: usize,
 ) {
     let dthf = 0.5 * fp.dtime;
     for &b in bodies {
         let b = b as usize;
-        let g = gravity(tree, pos, mass, b, fp.theta, fp.eps);
-        let acc = &mut out.acc[3 * b..3 * b + 3];
-        let vel = &mut out.vel[3 * b..3 * b + 3];
+        let g = gravity(tree, t, b, fp.theta, fp.eps);
+        let r = body::rec_mut(t, b);
         if !first_step {
             for k in 0..3 {
-                let dacc = g.acc[k] - acc[k];
-                vel[k] += dacc * dthf;
+                let dacc = g.acc[k] - r[ACC + k];
+                r[VEL + k] += dacc * dthf;
             }
         }
-        acc.copy_from_slice(&g.acc);
-        out.phi[b] = g.phi;
-        out.cost[b] = g.interactions;
-        out.kin[b] = 0.5 * mass[b] * (vel[0] * vel[0] + vel[1] * vel[1] + vel[2] * vel[2]);
+        r[ACC..ACC + 3].copy_from_slice(&g.acc);
+        r[PHI] = g.phi;
+        r[COST + cost_half] = g.interactions as f64;
+        let v = [r[VEL], r[VEL + 1], r[VEL + 2]];
+        r[KIN] = 0.5 * r[MASS] * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+        dsm::work::count(crate::INTERACTION, g.interactions);
     }
 }
 
-/// Advances `bodies` by one step with their accelerations: `v' = v + dt/2 a`,
-/// `x += dt v'`, `v = v' + dt/2 a`. Writes the entries of `bodies` only.
-pub fn advance(bodies: &[u32], pos: &mut [f64], vel: &mut [f64], acc: &[f64], dtime: f64) {
+/// Advances `bodies` of table `t` by one step with their accelerations: `v' = v + dt/2 a`,
+/// `x += dt v'`, `v = v' + dt/2 a`. Writes the records of `bodies` only.
+pub fn advance(bodies: &[u32], t: &mut [f64], dtime: f64) {
     let dthf = 0.5 * dtime;
     for &b in bodies {
-        let b = b as usize;
-        for k in 3 * b..3 * b + 3 {
-            let dvel = acc[k] * dthf;
-            let vel1 = vel[k] + dvel;
-            pos[k] += vel1 * dtime;
-            vel[k] = vel1 + dvel;
+        let r = body::rec_mut(t, b as usize);
+        for k in 0..3 {
+            let dvel = r[ACC + k] * dthf;
+            let vel1 = r[VEL + k] + dvel;
+            r[body::POS + k] += vel1 * dtime;
+            r[VEL + k] = vel1 + dvel;
         }
+        dsm::work::count(crate::TREE, 1);
     }
 }
 
@@ -192,14 +170,15 @@ impl Energies {
 
 /// The energy sums over all bodies in index order (one processor does this in the
 /// original's `diagnostics`): kinetic `sum kin`, potential `sum m phi / 2`.
-pub fn energies(mass: &[f64], phi: &[f64], kin: &[f64]) -> Energies {
+pub fn energies(t: &[f64]) -> Energies {
     let mut e = Energies {
         kinetic: 0.0,
         potential: 0.0,
     };
-    for b in 0..mass.len() {
-        e.kinetic += kin[b];
-        e.potential += 0.5 * mass[b] * phi[b];
+    for r in t.chunks_exact(body::BODY_WORDS) {
+        e.kinetic += r[KIN];
+        e.potential += 0.5 * r[MASS] * r[PHI];
+        dsm::work::count(crate::TREE, 1);
     }
     e
 }
@@ -210,13 +189,19 @@ mod tests {
     use crate::plummer::plummer;
     use crate::tree::{build_tree, compute_cofm, Cube, TreeStore};
 
-    fn tree_of(pos: &[f64], mass: &[f64]) -> (TreeStore, Cube) {
-        let n = mass.len();
-        let cube = Cube::around(pos);
+    fn tree_of(t: &[f64]) -> (TreeStore, Cube) {
+        let n = body::count(t);
+        let cube = Cube::around(t);
         let mut store = TreeStore::new(4 * n + 16);
-        let ncell = build_tree(cube, pos, &mut store.as_mut()).unwrap();
-        compute_cofm(&mut store.as_mut(), ncell, pos, mass, &vec![1; n]);
+        let ncell = build_tree(cube, t, &mut store.as_mut()).unwrap();
+        compute_cofm(&mut store.as_mut(), ncell, t, 0);
         (store, cube)
+    }
+
+    fn table(pos: &[f64], mass: &[f64]) -> Vec<f64> {
+        let mut t = body::from_arrays(pos, &vec![0.0; pos.len()], mass);
+        body::set_costs(&mut t, 0, 1);
+        t
     }
 
     /// Direct summation with the same softening.
@@ -240,10 +225,11 @@ mod tests {
     fn two_bodies_by_hand() {
         let pos = [0.0, 0.0, 0.0, 3.0, 0.0, 0.0];
         let mass = [0.5, 0.5];
-        let (store, cube) = tree_of(&pos, &mass);
+        let t = table(&pos, &mass);
+        let (store, cube) = tree_of(&t);
         for theta in [0.0, 1.0, 1.5] {
-            let g0 = gravity(store.view(cube), &pos, &mass, 0, theta, 4.0);
-            let g1 = gravity(store.view(cube), &pos, &mass, 1, theta, 4.0);
+            let g0 = gravity(store.view(cube), &t, 0, theta, 4.0);
+            let g1 = gravity(store.view(cube), &t, 1, theta, 4.0);
             assert_eq!(g0.phi, -0.1);
             assert_eq!(g1.phi, -0.1);
             assert!((g0.acc[0] - 1.5 / 125.0).abs() < 1e-17);
@@ -259,9 +245,10 @@ mod tests {
         let n = 300;
         let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
         plummer(5, &mut pos, &mut vel, &mut mass);
-        let (store, cube) = tree_of(&pos, &mass);
+        let t = table(&pos, &mass);
+        let (store, cube) = tree_of(&t);
         for me in [0, 17, 299] {
-            let g = gravity(store.view(cube), &pos, &mass, me, 0.0, 0.05);
+            let g = gravity(store.view(cube), &t, me, 0.0, 0.05);
             let (acc, phi) = direct(&pos, &mass, me, 0.05);
             assert_eq!(g.interactions, n as u64 - 1);
             assert!((g.phi - phi).abs() <= 1e-13 * phi.abs());
@@ -279,10 +266,11 @@ mod tests {
         let n = 1000;
         let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
         plummer(9, &mut pos, &mut vel, &mut mass);
-        let (store, cube) = tree_of(&pos, &mass);
+        let t = table(&pos, &mass);
+        let (store, cube) = tree_of(&t);
         let (mut err2, mut norm2, mut inter) = (0.0, 0.0, 0);
         for me in 0..n {
-            let g = gravity(store.view(cube), &pos, &mass, me, 1.0, 0.05);
+            let g = gravity(store.view(cube), &t, me, 1.0, 0.05);
             let (acc, _) = direct(&pos, &mass, me, 0.05);
             err2 += (0..3).map(|k| (g.acc[k] - acc[k]).powi(2)).sum::<f64>();
             norm2 += acc.iter().map(|a| a * a).sum::<f64>();
@@ -299,11 +287,10 @@ mod tests {
     fn leapfrog_keeps_a_circular_orbit() {
         // Masses 1/2 at +-1/2 on x: separation 1, each circles the origin at radius 1/2
         // with speed v where v^2 / (1/2) = (1/2) / 1^2, so v = 1/2; period 2 pi (1/2) / v.
-        let mut pos = vec![-0.5, 0.0, 0.0, 0.5, 0.0, 0.0];
-        let mut vel = vec![0.0, -0.5, 0.0, 0.0, 0.5, 0.0];
-        let mass = [0.5, 0.5];
-        let (mut acc, mut phi, mut kin, mut cost) =
-            (vec![0.0; 6], vec![0.0; 2], vec![0.0; 2], vec![0; 2]);
+        let pos = vec![-0.5, 0.0, 0.0, 0.5, 0.0, 0.0];
+        let vel = vec![0.0, -0.5, 0.0, 0.0, 0.5, 0.0];
+        let mut t = body::from_arrays(&pos, &vel, &[0.5, 0.5]);
+        body::set_costs(&mut t, 0, 1);
         let steps = 400;
         let fp = ForceParams {
             theta: 1.0,
@@ -312,20 +299,14 @@ mod tests {
         };
         let mut e = Vec::new();
         for step in 0..=steps {
-            let (store, cube) = tree_of(&pos, &mass);
-            let out = ForceOut {
-                acc: &mut acc,
-                phi: &mut phi,
-                vel: &mut vel,
-                kin: &mut kin,
-                cost: &mut cost,
-            };
-            force_phase(store.view(cube), &pos, &mass, &[0, 1], step == 0, fp, out);
-            e.push(energies(&mass, &phi, &kin));
+            let (store, cube) = tree_of(&t);
+            force_phase(store.view(cube), &mut t, &[0, 1], step == 0, fp, 1);
+            e.push(energies(&t));
             if step < steps {
-                advance(&[0, 1], &mut pos, &mut vel, &acc, fp.dtime);
+                advance(&[0, 1], &mut t, fp.dtime);
             }
         }
+        let pos = body::pos(&t, 0);
         // E = K + W = 2 (1/2)(1/2)(1/4) - (1/4) / 1 = -1/8.
         assert!((e[0].total() + 0.125).abs() < 1e-15);
         for x in &e {
@@ -333,8 +314,7 @@ mod tests {
         }
         assert!(
             (pos[0] + 0.5).abs() < 1e-3 && pos[1].abs() < 1e-2,
-            "body 0 at {:?}",
-            &pos[..3]
+            "body 0 at {pos:?}"
         );
     }
 }

@@ -24,28 +24,51 @@
 //!
 //! # Shared data layout
 //!
-//! Plain arrays, fixed in size at start ([`Layout`]), indexed by body `b` or cell `c`:
+//! The bodies are records, as in SPLASH Barnes, whose `bodytab` is one array of `body`
+//! structs (mass, position, cost, velocity, acceleration, potential and tree links
+//! together) that the main process allocates and fills before the workers start
+//! (SPLASH-2 `codes/apps/barnes/code.C`, `testdata` and `startrun`, and `code.H`; read in
+//! the SPLASH-3 copy of repository `ZhengmingHu/SPLASH-3-RISCV`; SPLASH-1 Barnes, which the
+//! TreadMarks program follows, keeps its bodies the same way). The record is the 16-word,
+//! 128-byte `body` of a 64-bit machine, with this program's fields at the places of
+//! SPLASH's ([`body`] lists them). So one 8 KB page holds 64 bodies' positions,
+//! velocities, accelerations and costs together, and a body's writer in the force phase
+//! (acceleration, velocity, potential, cost) shares the page with the readers of its
+//! position and mass. (Before, every field was an array of its own.)
 //!
-//! | array       | type  | length        | contents                                       |
-//! |-------------|-------|---------------|------------------------------------------------|
-//! | `pos`       | `f64` | `3 nbody`     | position of `b` at `3b..3b+3`                  |
-//! | `vel`       | `f64` | `3 nbody`     | velocity                                       |
-//! | `acc`       | `f64` | `3 nbody`     | acceleration of the last force phase           |
-//! | `phi`       | `f64` | `nbody`       | potential                                      |
-//! | `mass`      | `f64` | `nbody`       | mass                                           |
-//! | `kin`       | `f64` | `nbody`       | kinetic energy after the velocity correction   |
-//! | `cost`      | `u64` | `2 nbody`     | interactions, two halves used in turn ([`cost_halves`]) |
-//! | `cube`      | `f64` | `4`           | the root cube, [`tree::Cube::to_array`]        |
-//! | `child`     | `u32` | `8 cells`     | children of `c` at `8c..8c+8`, [`tree::Node::encode`] |
-//! | `cell_mass` | `f64` | `cells`       | mass of `c`                                    |
-//! | `cell_com`  | `f64` | `3 cells`     | centre of mass of `c`                          |
-//! | `cell_cost` | `u64` | `cells`       | summed cost of the bodies below `c`            |
+//! Measured, with the cells still arrays per field, at the paper's input on 8 x 4 under the modeled clock (measured computation,
+//! CPU scale factor; two runs each, counters within 0.01%), CSM-DMS, page transfers /
+//! invalidations / diffs: separate arrays 71.2K / 62.7K / 51.1K, records 130.2K / 126.3K /
+//! 114.7K, Table 4 66.0K / 214.2K / 60.8K; CSM-MS-Mg with migrations: arrays 76.5K /
+//! 62.7K / 51.0K / 6.1K, records 146.3K / 126.3K / 113.7K / 16.1K, Table 4 69.1K / 210.5K
+//! / 45.1K / 15.6K. The records put every field a processor writes in the force phase
+//! and in the advance on the pages of its bodies, which the costzones scatter over the
+//! body table, so about every body page is written by every node twice a step: 4 steps x
+//! 2 phases x 2,048 pages x 7 nodes besides the home is 114.7K diffs, the count measured
+//! under CSM-DMS (114,654 of 114,688). The paper's run had half as
+//! many diffs and twice as many invalidations, which its step count (not stated; 4 here)
+//! and its parallel tree build (below) may explain. With the cells as records too (two
+//! CSM-DMS runs, one CSM-MS-Mg): CSM-DMS 138.8K / 132.7K / 114.7K, CSM-MS-Mg 154.6K /
+//! 132.8K / 112.3K / 15.8K migrations: the cell records take more pages (112 bytes a
+//! cell against 72), which every node reads again after each step's build.
+//!
+//! The cells are records too, as in the hack code and SPLASH (`cell`: the node's `type`,
+//! `mass` and `pos`, SPLASH's `cost`, then `subp[NSUB]`): [`tree::CELL_WORDS`] = 14
+//! 8-byte words (type, mass, centre of mass, cost, eight children), in one table written
+//! by the tree's builder.
+//!
+//! | array       | type  | length           | contents                                     |
+//! |-------------|-------|------------------|----------------------------------------------|
+//! | `bodytab`   | `f64` | `16 nbody`       | the record of `b` at `16b..16b+16`, [`body`] |
+//! | `cube`      | `f64` | `4`              | the root cube, [`tree::Cube::to_array`]      |
+//! | `celltab`   | `f64` | `14 cells`       | the record of `c` at `14c..14c+14`: mass, centre of mass, cost, children ([`tree::Node::encode`], as the low bits of a word) |
 //!
 //! `cells` is [`tree::cell_capacity`]`(nbody, fcells)`; cell 0 is the root. A child index
 //! encodes empty, a body index, or a cell index with the top bit set. A Plummer model needs
 //! about 0.5 cells per body with one body per leaf, so the default `fcells = 1` leaves
-//! room; at the paper size the shared data is then 24 MB ([`Layout::shared_bytes`]),
-//! close to the 26 MB of the paper's Table 3.
+//! room; at the paper size the shared data is then 31 MB ([`Layout::shared_bytes`]: 16 MB
+//! of bodies, 14 MB of cell capacity of which about half is used), against the 26 MB of
+//! the paper's Table 3.
 //!
 //! # The tree build: sequential, as in the TreadMarks program
 //!
@@ -60,23 +83,27 @@
 //! # Work distribution and synchronization of the parallel version
 //!
 //! Processor `id` of `nprocs` computes forces for and advances the bodies
-//! [`partition::costzone`]`(tree, cost_read, id, nprocs, &mut mine)` gives it (costzones on
-//! last step's costs; all bodies cost 1 at the start). Setup: processor 0 fills `pos`,
-//! `vel`, `mass` ([`plummer()`]) and the read half of `cost` with 1; **barrier**. Then for
-//! each step `k` (`(r, w) = cost_halves(k, nbody)`):
+//! [`partition::costzone`]`(tree, bodies, r, id, nprocs, &mut mine)` gives it (costzones
+//! on last step's costs; all bodies cost 1 at the start). Setup: processor 0 draws the
+//! bodies ([`plummer()`]) and writes their records' mass, position and velocity, and 1 in
+//! the cost half the first step reads; **barrier**. Then for each step `k` (`(r, w) =
+//! cost_halves(k)`, the cost halves of the record):
 //!
-//! 1. processor 0: `cube = Cube::around(pos)`, store it; [`tree::build_tree`];
-//!    [`tree::compute_cofm`] with `cost[r]`. **Barrier** (the tree is visible).
-//! 2. every processor: [`partition::costzone`] with `cost[r]`, then
-//!    [`force::force_phase`] for `mine` (`first_step = k == 0`), which reads `pos`, `mass`
-//!    and the tree everywhere and writes `acc`, `phi`, `vel`, `kin` and `cost[w]` of
-//!    `mine` only. The partition reads `cost[r]` while others write `cost[w]`, which is why
-//!    there are two halves. **Barrier** (nobody reads positions any more; `phi` and `kin`
-//!    are complete).
-//! 3. processor 0: [`force::energies`] over all bodies (index order) and the sum of
-//!    `cost[w]`, kept privately as step `k`'s record. Every processor: [`force::advance`]
-//!    for `mine` (writes `pos`, `vel` of `mine`; reads their `acc`). **Barrier** (the new
-//!    positions are visible to processor 0's next tree build).
+//! 1. processor 0: `cube = Cube::around(bodies)`, store it; [`tree::build_tree`];
+//!    [`tree::compute_cofm`] with the costs of half `r`. **Barrier** (the tree is
+//!    visible).
+//! 2. every processor: [`partition::costzone`] with the costs of half `r`, then
+//!    [`force::force_phase`] for `mine` (`first_step = k == 0`), which reads every body's
+//!    position and mass and the tree, and writes the acceleration, potential, velocity,
+//!    kinetic energy and cost half `w` of the records of `mine` only. The partition reads
+//!    half `r` while others write half `w`, which is why there are two halves.
+//!    **Barrier** (nobody reads positions any more; potentials and kinetic energies are
+//!    complete).
+//! 3. processor 0: [`force::energies`] over all bodies (index order) and the sum of the
+//!    costs of half `w`, kept privately as step `k`'s record. Every processor:
+//!    [`force::advance`] for `mine` (writes the position and velocity of `mine`; reads
+//!    their acceleration). **Barrier** (the new positions are visible to processor 0's
+//!    next tree build).
 //!
 //! No locks are needed: the tree has a single writer, and every body a single writer in
 //! each phase. Processor 0 reports the result after the last step. The [`parallel`]
@@ -94,7 +121,50 @@
 //! one processor in body order. So the checker is exact ([`Barnes::check`]). A parallel tree
 //! build with cell locks would still give bit-identical results as long as centres of mass
 //! are summed over children in child order, since only the cell numbering would change.
+//!
+//! # What is not as in the original
+//!
+//! - The tree holds one body per leaf, where SPLASH-2 has leaves of several bodies
+//!   (`MAX_BODIES_PER_LEAF`), and SPLASH's cell records carry more fields (level, parent,
+//!   locks, quadrupole moments). One processor builds the tree (see above); SPLASH-2
+//!   builds it in parallel under cell locks, each processor taking cells from its own part
+//!   of the cell table (`load.C`, `maketree`, `makecell`), and computes the centres of mass
+//!   in parallel (`hackcofm`).
+//! - SPLASH-2 partitions in Peano-Hilbert order ([`partition`]); the TreadMarks source,
+//!   which the paper ran, was not available to check either point.
+//!
+//! # Counted work
+//!
+//! Two kinds of unit ([`WORK`], `dsm::work`), since the force walk's share of the work
+//! grows with the number of bodies (interactions per body grow with `log nbody` and
+//! `theta`) while the tree's does not grow the same way:
+//!
+//! - [`INTERACTION`]: one body-cell or body-body interaction of the force walk (the hack
+//!   code's `gravsub`, with the cell openings and distance tests that lead to it), counted
+//!   by [`force::force_phase`] after each body's walk: the body's cost.
+//! - [`TREE`]: one tree step: a level descended by [`tree::build_tree`] inserting a body
+//!   (counted after each body), a child summed into a centre of mass by
+//!   [`tree::compute_cofm`], a node visited by [`partition::costzone`], a body bounded by
+//!   [`tree::Cube::around`], advanced by [`force::advance`] or summed by
+//!   [`force::energies`] (each counted after the body).
+//!
+//! At the paper's input the sequential version counts 210,870,997 interactions and
+//! 9,525,914 tree steps; on this host (release build, loaded) an interaction took about
+//! 25 ns and a tree step about 118 ns (the tree's steps miss the cache: insertion and the
+//! centres of mass touch bodies in tree order), so the tree is about a sixth of the time.
+//!
+//! The parallel version counts the same interactions (every body walks the same tree
+//! whichever processor computes it) and more tree steps: every processor walks the tree
+//! to find its cost zone, where the sequential version walks it once. Its processors
+//! together counted (CSM-DMS, sums of `ProcReport::work` against the sequential
+//! `Measured::work`): at the test input (512 bodies) 1.013 times the sequential tree steps
+//! on 2 x 2 and 1.127 on 8 x 4, that is 0.5% and 4.9% more work weighted by the costs
+//! above; at the small input (32768 bodies) 1.0002 times on 2 x 2 and 1.0024 on 8 x 4
+//! (under 0.1% more work weighted); at the paper's input on 8 x 4, 1.0006 times.
+//! The tree build itself, on processor 0 alone, is the sequential build: not more work,
+//! but work the other processors wait for.
 
+pub mod body;
 pub mod force;
 pub mod parallel;
 pub mod partition;
@@ -104,8 +174,7 @@ pub mod tree;
 pub use plummer::plummer;
 
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
-use force::{Energies, ForceOut, ForceParams};
-use std::ops::Range;
+use force::{Energies, ForceParams};
 use tree::{Cube, TreeStore};
 
 /// The run's parameters, checked.
@@ -164,17 +233,16 @@ pub struct Layout {
 impl Layout {
     /// Bytes of shared data.
     pub fn shared_bytes(&self) -> usize {
-        let per_body = (3 + 3 + 3 + 1 + 1 + 1) * 8 + 2 * 8;
-        let per_cell = 8 * 4 + 8 + 3 * 8 + 8;
+        let per_body = body::BODY_WORDS * 8;
+        let per_cell = tree::CELL_WORDS * 8;
         self.nbody * per_body + self.cells * per_cell + 4 * 8
     }
 }
 
-/// The halves of the `cost` array (`2 nbody` entries) that step `step` reads (last step's
+/// The halves of each body's cost ([`body::COST`]) that step `step` reads (last step's
 /// costs, for the partition) and writes (this step's).
-pub fn cost_halves(step: usize, nbody: usize) -> (Range<usize>, Range<usize>) {
-    let half = |i: usize| i * nbody..(i + 1) * nbody;
-    (half(step % 2), half((step + 1) % 2))
+pub fn cost_halves(step: usize) -> (usize, usize) {
+    (step % 2, (step + 1) % 2)
 }
 
 /// What a run produces.
@@ -213,8 +281,8 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     let layout = cfg.layout();
     let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
     plummer(cfg.seed, &mut pos, &mut vel, &mut mass);
-    let (mut acc, mut phi, mut kin) = (vec![0.0; 3 * n], vec![0.0; n], vec![0.0; n]);
-    let mut cost = vec![1u64; 2 * n];
+    let mut bodies = body::from_arrays(&pos, &vel, &mass);
+    body::set_costs(&mut bodies, cost_halves(0).0, 1);
     let mut store = TreeStore::new(layout.cells);
     let mut mine = Vec::with_capacity(n);
     let mut first = None;
@@ -224,37 +292,23 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     app_common::timing::start();
     let steps = (|| -> Result<(), AppError> {
         for step in 0..cfg.nsteps {
-            // The halves of `cost_halves`: even steps read the first and write the second.
-            let (h0, h1) = cost.split_at_mut(n);
-            let (cost_r, cost_w) = if step % 2 == 0 {
-                (&*h0, h1)
-            } else {
-                (&*h1, h0)
-            };
-            let cube = Cube::around(&pos);
-            let ncell = tree::build_tree(cube, &pos, &mut store.as_mut()).map_err(tree_error)?;
-            tree::compute_cofm(&mut store.as_mut(), ncell, &pos, &mass, cost_r);
-            partition::costzone(store.view(cube), cost_r, 0, 1, &mut mine);
-            let out = ForceOut {
-                acc: &mut acc,
-                phi: &mut phi,
-                vel: &mut vel,
-                kin: &mut kin,
-                cost: cost_w,
-            };
+            let (r, w) = cost_halves(step);
+            let cube = Cube::around(&bodies);
+            let ncell = tree::build_tree(cube, &bodies, &mut store.as_mut()).map_err(tree_error)?;
+            tree::compute_cofm(&mut store.as_mut(), ncell, &bodies, r);
+            partition::costzone(store.view(cube), &bodies, r, 0, 1, &mut mine);
             force::force_phase(
                 store.view(cube),
-                &pos,
-                &mass,
+                &mut bodies,
                 &mine,
                 step == 0,
                 cfg.force,
-                out,
+                w,
             );
-            let e = force::energies(&mass, &phi, &kin);
+            let e = force::energies(&bodies);
             first.get_or_insert(e);
-            last = Some((e, cost_w.iter().sum::<u64>(), ncell));
-            force::advance(&mine, &mut pos, &mut vel, &acc, cfg.force.dtime);
+            last = Some((e, body::total_cost(&bodies, w), ncell));
+            force::advance(&mine, &mut bodies, cfg.force.dtime);
         }
         Ok(())
     })();
@@ -268,6 +322,36 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
         cells,
     })
 }
+
+/// The kind of unit of the force walk: one body-cell or body-body interaction.
+pub const INTERACTION: usize = 0;
+/// The kind of unit of the rest: one level descended while inserting a body, one child
+/// summed into a cell's centre of mass, one node visited by the partition, or one body
+/// bounded by the root cube, advanced, or summed into the energies.
+pub const TREE: usize = 1;
+
+/// Barnes' counted work (crate doc, "Counted work").
+pub const WORK: &[app_common::WorkKind] = &[
+    app_common::WorkKind {
+        name: "interaction",
+        what: "one body-cell or body-body interaction of the force walk (gravsub), with the \
+               cell openings that lead to it",
+        // `cashmere calibrate`-style measurement at the paper input, release build, on a
+        // loaded 2-core host (two runs gave 25 and 79 ns; the ratio to `tree`, 4.7 and 5.7,
+        // is what matters).
+        host_ns: 25.4,
+        // 131072 bodies, 4 steps, theta 1.
+        paper_units: 210_870_997,
+    },
+    app_common::WorkKind {
+        name: "tree",
+        what: "one tree step: a level descended inserting a body, a child summed into a \
+               centre of mass, a node visited by the partition, a body bounded, advanced or \
+               summed into the energies",
+        host_ns: 118.3,
+        paper_units: 9_525_914,
+    },
+];
 
 /// The Barnes application.
 #[derive(Debug)]
@@ -324,6 +408,10 @@ impl App for Barnes {
 
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK
     }
 
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {

@@ -5,7 +5,8 @@
 //! Every phase takes fresh slice views of the shared arrays and drops them before the next
 //! barrier, so no value read through a view is kept across a synchronization call.
 
-use crate::force::{self, Energies, ForceOut};
+use crate::body;
+use crate::force::{self, Energies};
 use crate::tree::{self, Cube, Tree, TreeMut};
 use crate::{cost_halves, partition, plummer, Config, Outcome};
 use app_common::AppError;
@@ -15,18 +16,11 @@ use serde::{Deserialize, Serialize};
 /// The shared arrays of the crate documentation's layout table, plus one status word.
 #[derive(Clone, Copy)]
 struct Arrays {
-    pos: Shared<f64>,
-    vel: Shared<f64>,
-    acc: Shared<f64>,
-    phi: Shared<f64>,
-    mass: Shared<f64>,
-    kin: Shared<f64>,
-    cost: Shared<u64>,
+    /// The body records ([`crate::body`]).
+    bodies: Shared<f64>,
     cube: Shared<f64>,
-    child: Shared<u32>,
-    cell_mass: Shared<f64>,
-    cell_com: Shared<f64>,
-    cell_cost: Shared<u64>,
+    /// The cell records ([`tree::CELL_WORDS`] words each).
+    cells: Shared<f64>,
     /// Written by processor 0 before the tree barrier: 0, or 1 when the tree build failed
     /// (every processor then stops after that barrier).
     status: Shared<u32>,
@@ -37,18 +31,9 @@ impl Arrays {
         let n = cfg.nbody;
         let cells = cfg.layout().cells;
         Arrays {
-            pos: s.alloc_named(3 * n, "pos"),
-            vel: s.alloc_named(3 * n, "vel"),
-            acc: s.alloc_named(3 * n, "acc"),
-            phi: s.alloc_named(n, "phi"),
-            mass: s.alloc_named(n, "mass"),
-            kin: s.alloc_named(n, "kin"),
-            cost: s.alloc_named(2 * n, "cost"),
+            bodies: s.alloc_named(body::BODY_WORDS * n, "bodytab"),
             cube: s.alloc_named(4, "cube"),
-            child: s.alloc_named(tree::NSUB * cells, "child"),
-            cell_mass: s.alloc_named(cells, "cell_mass"),
-            cell_com: s.alloc_named(3 * cells, "cell_com"),
-            cell_cost: s.alloc_named(cells, "cell_cost"),
+            cells: s.alloc_named(tree::CELL_WORDS * cells, "celltab"),
             status: s.alloc_named(1, "status"),
         }
     }
@@ -64,10 +49,7 @@ impl Arrays {
             let c = self.cube.as_slice();
             Tree {
                 cube: Cube::from_array([c[0], c[1], c[2], c[3]]),
-                child: self.child.as_slice(),
-                mass: self.cell_mass.as_slice(),
-                com: self.cell_com.as_slice(),
-                cost: self.cell_cost.as_slice(),
+                cells: self.cells.as_slice(),
             }
         }
     }
@@ -110,27 +92,23 @@ impl Record {
 }
 
 /// Processor 0's phase 1: sizes the cube around the bodies, builds the tree and computes
-/// the centres of mass with the costs of `cost[r]`. Returns the number of cells.
+/// the centres of mass with the costs of half `r`. Returns the number of cells.
 ///
 /// # Safety
 /// Only processor 0 runs it, between barriers during which no other processor touches
-/// `cube`, the cell arrays, `pos`, `mass` or `cost[r]` for writing, nor reads the first
-/// three.
-unsafe fn build(a: &Arrays, r: std::ops::Range<usize>) -> Result<usize, tree::TreeError> {
+/// `cube` or the cell arrays, nor writes the bodies.
+unsafe fn build(a: &Arrays, r: usize) -> Result<usize, tree::TreeError> {
     // SAFETY: the caller guarantees processor 0 is the only one touching these arrays
-    // (and that nobody writes `pos`, `mass` or `cost`) in this phase.
+    // (and that nobody writes the bodies) in this phase.
     unsafe {
-        let pos = a.pos.as_slice();
-        let cube = Cube::around(pos);
+        let bodies = a.bodies.as_slice();
+        let cube = Cube::around(bodies);
         a.cube.as_mut_slice().copy_from_slice(&cube.to_array());
         let mut t = TreeMut {
-            child: a.child.as_mut_slice(),
-            mass: a.cell_mass.as_mut_slice(),
-            com: a.cell_com.as_mut_slice(),
-            cost: a.cell_cost.as_mut_slice(),
+            cells: a.cells.as_mut_slice(),
         };
-        let ncell = tree::build_tree(cube, pos, &mut t)?;
-        tree::compute_cofm(&mut t, ncell, pos, a.mass.as_slice(), &a.cost.as_slice()[r]);
+        let ncell = tree::build_tree(cube, bodies, &mut t)?;
+        tree::compute_cofm(&mut t, ncell, bodies, r);
         Ok(ncell)
     }
 }
@@ -141,15 +119,15 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
     let (id, nprocs, n) = (p.id(), p.nprocs(), cfg.nbody);
     if id == 0 {
         // Setup, by the master as in the original (`testdata`).
+        // The bodies are drawn privately and written into the shared records, as the
+        // original's master fills `bodytab`.
+        let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
+        plummer(cfg.seed, &mut pos, &mut vel, &mut mass);
         // SAFETY: before the first barrier only processor 0 touches shared data.
         unsafe {
-            plummer(
-                cfg.seed,
-                a.pos.as_mut_slice(),
-                a.vel.as_mut_slice(),
-                a.mass.as_mut_slice(),
-            );
-            a.cost.as_mut_slice()[cost_halves(0, n).0].fill(1);
+            let t = a.bodies.as_mut_slice();
+            body::fill(t, &pos, &vel, &mass);
+            body::set_costs(t, cost_halves(0).0, 1);
         }
     }
     bar.wait(p);
@@ -162,11 +140,11 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
     let mut ncell = 0;
     let mut failure = None;
     for step in 0..cfg.nsteps {
-        let (r, w) = cost_halves(step, n);
+        let (r, w) = cost_halves(step);
         // Phase 1: processor 0 builds the tree.
         if id == 0 {
             // SAFETY: phase 1 is processor 0's alone (the barriers around it).
-            match unsafe { build(a, r.clone()) } {
+            match unsafe { build(a, r) } {
                 Ok(cells) => ncell = cells,
                 Err(e) => {
                     a.status.set(0, 1);
@@ -182,51 +160,31 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
             return failure.map(Err);
         }
         // Phase 2: costzones and forces for my bodies.
-        // SAFETY: in this phase the tree, `pos`, `mass` and `cost[r]` are only read; every
-        // processor writes `acc`, `phi`, `vel`, `kin` and `cost[w]` of its own bodies only
-        // (the costzones are disjoint), and nobody reads those entries of other bodies.
+        // SAFETY: in this phase the tree is only read, and of the bodies' records the
+        // position, the mass and the cost half `r`; every processor writes the
+        // acceleration, potential, velocity, kinetic energy and cost half `w` of its own
+        // bodies only (the costzones are disjoint), and nobody reads those words of other
+        // bodies.
         unsafe {
             let t = a.tree();
-            let cost = a.cost.as_mut_slice();
-            let (lo, hi) = cost.split_at_mut(n);
-            let (cost_r, cost_w) = if r.start == 0 { (&*lo, hi) } else { (&*hi, lo) };
-            partition::costzone(t, cost_r, id, nprocs, &mut mine);
-            let out = ForceOut {
-                acc: a.acc.as_mut_slice(),
-                phi: a.phi.as_mut_slice(),
-                vel: a.vel.as_mut_slice(),
-                kin: a.kin.as_mut_slice(),
-                cost: cost_w,
-            };
-            force::force_phase(
-                t,
-                a.pos.as_slice(),
-                a.mass.as_slice(),
-                &mine,
-                step == 0,
-                cfg.force,
-                out,
-            );
+            let bodies = a.bodies.as_mut_slice();
+            partition::costzone(t, bodies, r, id, nprocs, &mut mine);
+            force::force_phase(t, bodies, &mine, step == 0, cfg.force, w);
         }
         bar.wait(p);
         // Phase 3: processor 0 sums the energies; everyone advances its bodies.
-        // SAFETY: processor 0 reads `mass`, `phi`, `kin` and `cost[w]`, which nobody
-        // writes in this phase; each processor reads `acc` and writes `pos`, `vel` of its
-        // own bodies only.
+        // SAFETY: processor 0 reads the mass, potential, kinetic energy and cost half `w`
+        // of every body, which nobody writes in this phase; each processor reads the
+        // acceleration and writes the position and velocity of its own bodies only.
         unsafe {
+            let bodies = a.bodies.as_mut_slice();
             if id == 0 {
-                let e = force::energies(a.mass.as_slice(), a.phi.as_slice(), a.kin.as_slice());
-                let interactions = a.cost.as_slice()[w].iter().sum::<u64>();
+                let e = force::energies(bodies);
+                let interactions = body::total_cost(bodies, w);
                 first.get_or_insert(e);
                 last = Some((e, interactions, ncell));
             }
-            force::advance(
-                &mine,
-                a.pos.as_mut_slice(),
-                a.vel.as_mut_slice(),
-                a.acc.as_slice(),
-                cfg.force.dtime,
-            );
+            force::advance(&mine, bodies, cfg.force.dtime);
         }
         bar.wait(p);
     }

@@ -13,6 +13,7 @@
 //! walks the children in a Peano-Hilbert order instead; the zones differ in shape, not in
 //! balance, and the forces do not depend on the partition at all.
 
+use crate::body;
 use crate::tree::{Node, Tree, NSUB};
 
 /// The prefix costs `[lo, hi)` processor `id` of `nprocs` owns, out of `total`.
@@ -29,7 +30,8 @@ pub fn zone(total: u64, id: usize, nprocs: usize) -> (u64, u64) {
 
 struct Zone<'a> {
     tree: Tree<'a>,
-    body_cost: &'a [u64],
+    bodies: &'a [f64],
+    half: usize,
     lo: u64,
     hi: u64,
     work: u64,
@@ -40,22 +42,23 @@ impl Zone<'_> {
         if self.work >= self.hi {
             return;
         }
+        dsm::work::count(crate::TREE, 1);
         match Node::decode(raw) {
             Node::Empty => {}
             Node::Body(b) => {
                 if self.work >= self.lo {
                     out.push(b as u32);
                 }
-                self.work += self.body_cost[b];
+                self.work += body::cost(self.bodies, b, self.half);
             }
             Node::Cell(c) => {
-                let cost = self.tree.cost[c];
+                let cost = self.tree.cost(c);
                 // Every body below has a prefix cost of at most `work + cost`.
                 if self.work + cost < self.lo {
                     self.work += cost;
                 } else {
                     for k in 0..NSUB {
-                        self.visit(self.tree.child[NSUB * c + k], out);
+                        self.visit(self.tree.child(c, k), out);
                     }
                 }
             }
@@ -64,14 +67,22 @@ impl Zone<'_> {
 }
 
 /// Puts into `out` (cleared first) the bodies of processor `id` of `nprocs`, in tree
-/// order. Reads the tree (with cell costs from [`crate::tree::compute_cofm`]) and
-/// `body_cost`, the costs the cell costs were summed from.
-pub fn costzone(tree: Tree<'_>, body_cost: &[u64], id: usize, nprocs: usize, out: &mut Vec<u32>) {
+/// order. Reads the tree (with cell costs from [`crate::tree::compute_cofm`]) and the
+/// bodies' costs in half `half`, the costs the cell costs were summed from.
+pub fn costzone(
+    tree: Tree<'_>,
+    bodies: &[f64],
+    half: usize,
+    id: usize,
+    nprocs: usize,
+    out: &mut Vec<u32>,
+) {
     out.clear();
-    let (lo, hi) = zone(tree.cost[0], id, nprocs);
+    let (lo, hi) = zone(tree.cost(0), id, nprocs);
     let mut z = Zone {
         tree,
-        body_cost,
+        bodies,
+        half,
         lo,
         hi,
         work: 0,
@@ -102,9 +113,10 @@ mod tests {
         let n = 700;
         let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
         plummer(3, &mut pos, &mut vel, &mut mass);
-        let cube = Cube::around(&pos);
+        let mut t = body::from_arrays(&pos, &vel, &mass);
+        let cube = Cube::around(&t);
         let mut store = TreeStore::new(4 * n);
-        let ncell = build_tree(cube, &pos, &mut store.as_mut()).unwrap();
+        let ncell = build_tree(cube, &t, &mut store.as_mut()).unwrap();
         let cost_sets: [Vec<u64>; 3] = [
             vec![1; n],
             (0..n as u64).map(|b| (b * 7919) % 23).collect(),
@@ -117,9 +129,13 @@ mod tests {
             match Node::decode(raw) {
                 Node::Empty => {}
                 Node::Body(b) => order.push(b as u32),
-                Node::Cell(c) => {
-                    (0..NSUB).for_each(|k| dfs(store, store.child[NSUB * c + k], order))
-                }
+                Node::Cell(c) => (0..NSUB).for_each(|k| {
+                    dfs(
+                        store,
+                        store.view(Cube::from_array([0.0; 4])).child(c, k),
+                        order,
+                    )
+                }),
             }
         }
         let mut order = Vec::new();
@@ -127,15 +143,18 @@ mod tests {
         assert_eq!(order.len(), n);
 
         for cost in &cost_sets {
-            compute_cofm(&mut store.as_mut(), ncell, &pos, &mass, cost);
+            for (b, &c) in cost.iter().enumerate() {
+                body::rec_mut(&mut t, b)[body::COST + 1] = c as f64;
+            }
+            compute_cofm(&mut store.as_mut(), ncell, &t, 1);
             let total: u64 = cost.iter().sum();
-            assert_eq!(store.cost[0], total);
+            assert_eq!(store.view(cube).cost(0), total);
             let max_cost = *cost.iter().max().unwrap();
             for nprocs in [1, 2, 3, 4, 7, 16] {
                 let mut all = Vec::new();
                 let mut mine = Vec::new();
                 for id in 0..nprocs {
-                    costzone(store.view(cube), cost, id, nprocs, &mut mine);
+                    costzone(store.view(cube), &t, 1, id, nprocs, &mut mine);
                     let zone_cost: u64 = mine.iter().map(|&b| cost[b as usize]).sum();
                     let share = total as f64 / nprocs as f64;
                     assert!(

@@ -23,57 +23,39 @@ fn config(overrides: &[(&str, &str)]) -> Config {
 fn parallel_in_phases(cfg: &Config, nprocs: usize) -> Outcome {
     let n = cfg.nbody;
     let layout = cfg.layout();
-    // The shared arrays.
+    // The shared body records and cells.
     let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
-    let (mut acc, mut phi, mut kin) = (vec![0.0; 3 * n], vec![0.0; n], vec![0.0; n]);
-    let mut cost = vec![0u64; 2 * n];
     let mut store = TreeStore::new(layout.cells);
     // Processor 0's private record.
     let mut records: Vec<(Energies, u64, usize)> = Vec::new();
     let mut ncell = 0;
 
     plummer(cfg.seed, &mut pos, &mut vel, &mut mass);
-    cost[cost_halves(0, n).0].fill(1);
+    let mut bodies = body::from_arrays(&pos, &vel, &mass);
+    body::set_costs(&mut bodies, cost_halves(0).0, 1);
     // barrier
     for step in 0..cfg.nsteps {
-        let (r, w) = cost_halves(step, n);
+        let (r, w) = cost_halves(step);
         // Phase 1, processor 0 only.
-        let cube = Cube::around(&pos);
+        let cube = Cube::around(&bodies);
         let cube_arr = cube.to_array();
-        ncell = tree::build_tree(cube, &pos, &mut store.as_mut()).unwrap();
-        tree::compute_cofm(&mut store.as_mut(), ncell, &pos, &mass, &cost[r.clone()]);
+        ncell = tree::build_tree(cube, &bodies, &mut store.as_mut()).unwrap();
+        tree::compute_cofm(&mut store.as_mut(), ncell, &bodies, r);
         // barrier
         let cube = Cube::from_array(cube_arr);
         let mut mine: Vec<Vec<u32>> = vec![Vec::new(); nprocs];
         for (id, mine) in mine.iter_mut().enumerate() {
-            partition::costzone(store.view(cube), &cost[r.clone()], id, nprocs, mine);
-            let (read, write) = cost.split_at_mut(n);
-            let cost_w = if w.start == 0 { read } else { write };
-            let out = ForceOut {
-                acc: &mut acc,
-                phi: &mut phi,
-                vel: &mut vel,
-                kin: &mut kin,
-                cost: cost_w,
-            };
-            force::force_phase(
-                store.view(cube),
-                &pos,
-                &mass,
-                mine,
-                step == 0,
-                cfg.force,
-                out,
-            );
+            partition::costzone(store.view(cube), &bodies, r, id, nprocs, mine);
+            force::force_phase(store.view(cube), &mut bodies, mine, step == 0, cfg.force, w);
         }
         // barrier
         records.push((
-            force::energies(&mass, &phi, &kin),
-            cost[w].iter().sum(),
+            force::energies(&bodies),
+            body::total_cost(&bodies, w),
             ncell,
         ));
         for mine in &mine {
-            force::advance(mine, &mut pos, &mut vel, &acc, cfg.force.dtime);
+            force::advance(mine, &mut bodies, cfg.force.dtime);
         }
         // barrier
     }

@@ -1,5 +1,5 @@
-//! The Barnes-Hut octree in flat arrays: its layout, the sequential build that inserts
-//! one body per leaf, and the centre-of-mass pass.
+//! The Barnes-Hut octree in a table of cell records: its layout, the sequential build that
+//! inserts one body per leaf, and the centre-of-mass pass.
 //!
 //! The tree follows the hack code of Barnes and Hut as SPLASH-1 Barnes uses it: the root
 //! cell is the cube that holds every body, every cell has eight children, and a child is
@@ -9,6 +9,7 @@
 //! original, on integer coordinates: the position scaled to `[0, 2^30)` inside the root
 //! cube ([`Cube::intcoord`]), one bit per level ([`subindex`]).
 
+use crate::body;
 use std::fmt;
 
 /// Children per cell.
@@ -88,14 +89,16 @@ impl Cube {
     /// times the largest extent of the bodies along an axis, lowest corner `rsize / 10^5`
     /// below their minima, so every body lies strictly inside. A single body (or bodies
     /// that all coincide) gets side 1.
-    pub fn around(pos: &[f64]) -> Cube {
+    pub fn around(bodies: &[f64]) -> Cube {
         let mut lo = [f64::INFINITY; 3];
         let mut hi = [f64::NEG_INFINITY; 3];
-        for p in pos.chunks_exact(3) {
+        for r in bodies.chunks_exact(body::BODY_WORDS) {
+            let p = &r[body::POS..body::POS + 3];
             for k in 0..3 {
                 lo[k] = lo[k].min(p[k]);
                 hi[k] = hi[k].max(p[k]);
             }
+            dsm::work::count(crate::TREE, 1);
         }
         let extent = (0..3).map(|k| hi[k] - lo[k]).fold(0.0f64, f64::max);
         let rsize = if extent > 0.0 { 1.00002 * extent } else { 1.0 };
@@ -138,80 +141,119 @@ pub fn cell_capacity(nbody: usize, fcells: f64) -> usize {
     ((fcells * nbody as f64).ceil() as usize).clamp(16, MAX_CELLS)
 }
 
-/// The cell arrays, read-only: what the force walk and the partition read.
+/// Words (`f64`) per cell record: the hack code's cell, a node (`type`, `mass`, `pos`)
+/// then `subp[NSUB]`, with SPLASH's `cost` after the node's fields (SPLASH-2 `load.C`,
+/// `makecell` and `hackcofm`, set and read a cell's type, mass, position, cost and
+/// `Subp`; its level, parent, sequence number and lock fields have no use here). Word 0 (`type`) is
+/// unused; [`CELL_MASS`], [`CELL_POS`], [`CELL_COST`] and [`CELL_SUBP`] are the others.
+pub const CELL_WORDS: usize = 14;
+/// Word of a cell's mass.
+pub const CELL_MASS: usize = 1;
+/// Words of a cell's centre of mass.
+pub const CELL_POS: usize = 2;
+/// Word of a cell's cost (an integer held in an `f64`).
+pub const CELL_COST: usize = 5;
+/// Words of a cell's eight stored child indices ([`Node::encode`], the `u32` as the low
+/// bits of the word).
+pub const CELL_SUBP: usize = 6;
+
+/// The cell table, read-only: what the force walk and the partition read. Cell `c` is the
+/// record at `CELL_WORDS c..CELL_WORDS (c + 1)`; cell 0 is the root.
 #[derive(Clone, Copy)]
 pub struct Tree<'a> {
     pub cube: Cube,
-    /// Eight stored child indices per cell ([`Node::encode`]); cell 0 is the root.
-    pub child: &'a [u32],
-    /// Mass per cell.
-    pub mass: &'a [f64],
-    /// Centre of mass per cell, three per cell.
-    pub com: &'a [f64],
-    /// Cost per cell: the sum of its bodies' costs (force interactions of the last step).
-    pub cost: &'a [u64],
+    pub cells: &'a [f64],
 }
 
-/// The cell arrays, writable: what processor 0 fills when it builds the tree.
+impl Tree<'_> {
+    /// The stored index of child `k` of cell `c`.
+    #[inline]
+    pub fn child(&self, c: usize, k: usize) -> u32 {
+        self.cells[c * CELL_WORDS + CELL_SUBP + k].to_bits() as u32
+    }
+
+    /// The mass of cell `c`.
+    #[inline]
+    pub fn mass(&self, c: usize) -> f64 {
+        self.cells[c * CELL_WORDS + CELL_MASS]
+    }
+
+    /// The centre of mass of cell `c`.
+    #[inline]
+    pub fn com(&self, c: usize) -> [f64; 3] {
+        let r = &self.cells[c * CELL_WORDS + CELL_POS..];
+        [r[0], r[1], r[2]]
+    }
+
+    /// The cost of cell `c`: the sum of its bodies' costs (interactions of the last step).
+    #[inline]
+    pub fn cost(&self, c: usize) -> u64 {
+        self.cells[c * CELL_WORDS + CELL_COST] as u64
+    }
+}
+
+/// The cell table, writable: what processor 0 fills when it builds the tree.
 pub struct TreeMut<'a> {
-    pub child: &'a mut [u32],
-    pub mass: &'a mut [f64],
-    pub com: &'a mut [f64],
-    pub cost: &'a mut [u64],
+    pub cells: &'a mut [f64],
 }
 
 impl TreeMut<'_> {
-    /// Cells the arrays can hold.
+    /// Cells the table can hold.
     pub fn capacity(&self) -> usize {
-        self.mass.len()
+        self.cells.len() / CELL_WORDS
     }
 
     pub fn view(&self, cube: Cube) -> Tree<'_> {
         Tree {
             cube,
-            child: self.child,
-            mass: self.mass,
-            com: self.com,
-            cost: self.cost,
+            cells: self.cells,
+        }
+    }
+
+    fn set_child(&mut self, c: usize, k: usize, raw: u32) {
+        self.cells[c * CELL_WORDS + CELL_SUBP + k] = f64::from_bits(u64::from(raw));
+    }
+
+    fn child(&self, c: usize, k: usize) -> u32 {
+        self.cells[c * CELL_WORDS + CELL_SUBP + k].to_bits() as u32
+    }
+
+    /// Empties every child slot of cell `c`.
+    fn clear_cell(&mut self, c: usize) {
+        for k in 0..NSUB {
+            self.set_child(c, k, EMPTY);
         }
     }
 }
 
-/// Owned cell arrays, for the sequential version and tests.
+/// An owned cell table, for the sequential version and tests.
 #[derive(Clone, Debug)]
 pub struct TreeStore {
-    pub child: Vec<u32>,
-    pub mass: Vec<f64>,
-    pub com: Vec<f64>,
-    pub cost: Vec<u64>,
+    pub cells: Vec<f64>,
 }
 
 impl TreeStore {
     pub fn new(capacity: usize) -> TreeStore {
-        TreeStore {
-            child: vec![EMPTY; NSUB * capacity],
-            mass: vec![0.0; capacity],
-            com: vec![0.0; 3 * capacity],
-            cost: vec![0; capacity],
+        let mut store = TreeStore {
+            cells: vec![0.0; CELL_WORDS * capacity],
+        };
+        let mut t = store.as_mut();
+        for c in 0..capacity {
+            t.clear_cell(c);
         }
+        store
     }
 
     pub fn as_mut(&mut self) -> TreeMut<'_> {
         TreeMut {
-            child: &mut self.child,
-            mass: &mut self.mass,
-            com: &mut self.com,
-            cost: &mut self.cost,
+            cells: &mut self.cells,
         }
     }
 
     pub fn view(&self, cube: Cube) -> Tree<'_> {
         Tree {
             cube,
-            child: &self.child,
-            mass: &self.mass,
-            com: &self.com,
-            cost: &self.cost,
+            cells: &self.cells,
         }
     }
 }
@@ -248,35 +290,31 @@ impl fmt::Display for TreeError {
     }
 }
 
-fn clear_cell(child: &mut [u32], c: usize) {
-    child[NSUB * c..NSUB * (c + 1)].fill(EMPTY);
-}
-
-/// Builds the tree of the bodies at `pos` (three `f64` per body) in `cube`, inserting
+/// Builds the tree of the bodies of table `bodies` ([`crate::body`]) in `cube`, inserting
 /// them in index order, and returns the number of cells used (cells `0..ncell`).
 /// Sequential: in the TreadMarks program one processor builds the whole tree.
 ///
 /// A cell always has a higher index than its parent, which [`compute_cofm`] relies on.
-pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
+pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
     let cap = tree.capacity();
-    assert!(
-        cap >= 1 && tree.child.len() >= NSUB * cap,
-        "cell arrays too short"
-    );
-    let child = &mut *tree.child;
-    clear_cell(child, 0);
+    assert!(cap >= 1, "the cell table holds no cell");
+    tree.clear_cell(0);
     let mut ncell = 1;
-    for b in 0..pos.len() / 3 {
+    for b in 0..body::count(bodies) {
         let xb = cube
-            .intcoord(&pos[3 * b..3 * b + 3])
+            .intcoord(&body::pos(bodies, b))
             .ok_or(TreeError::Outside { body: b })?;
         let mut c = 0;
         let mut level = IMAX >> 1;
+        // Counted work: one unit per level the body goes down.
+        let mut steps = 0;
         loop {
-            let slot = NSUB * c + subindex(xb, level);
-            match Node::decode(child[slot]) {
+            steps += 1;
+            let slot = subindex(xb, level);
+            match Node::decode(tree.child(c, slot)) {
                 Node::Empty => {
-                    child[slot] = Node::Body(b).encode();
+                    tree.set_child(c, slot, Node::Body(b).encode());
+                    dsm::work::count(crate::TREE, steps);
                     break;
                 }
                 Node::Cell(next) => {
@@ -292,12 +330,12 @@ pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usi
                     }
                     let fresh = ncell;
                     ncell += 1;
-                    clear_cell(child, fresh);
+                    tree.clear_cell(fresh);
                     let xo = cube
-                        .intcoord(&pos[3 * other..3 * other + 3])
+                        .intcoord(&body::pos(bodies, other))
                         .expect("a body already in the tree lies inside the cube");
-                    child[NSUB * fresh + subindex(xo, level >> 1)] = Node::Body(other).encode();
-                    child[slot] = Node::Cell(fresh).encode();
+                    tree.set_child(fresh, subindex(xo, level >> 1), Node::Body(other).encode());
+                    tree.set_child(c, slot, Node::Cell(fresh).encode());
                     c = fresh;
                     level >>= 1;
                 }
@@ -308,35 +346,27 @@ pub fn build_tree(cube: Cube, pos: &[f64], tree: &mut TreeMut<'_>) -> Result<usi
 }
 
 /// Fills mass, centre of mass and cost of cells `0..ncell` from their children, summed in
-/// child order 0..8 as the hack code's `hackcofm` does. `body_cost` is the cost each body
-/// had in the last force phase. Children have higher indices than their parents, so one
+/// child order 0..8 as the hack code's `hackcofm` does. Each body weighs its cost in half
+/// `half` of its record: the cost it had in the last force phase. Children have higher indices than their parents, so one
 /// pass from the last cell down to the root sees every child before its parent.
-pub fn compute_cofm(
-    tree: &mut TreeMut<'_>,
-    ncell: usize,
-    pos: &[f64],
-    mass: &[f64],
-    body_cost: &[u64],
-) {
+pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: usize) {
     for c in (0..ncell).rev() {
         let mut m = 0.0;
         let mut mx = [0.0f64; 3];
         let mut cost = 0u64;
         for k in 0..NSUB {
-            let (qm, qpos, qcost) = match Node::decode(tree.child[NSUB * c + k]) {
+            let (qm, qpos, qcost) = match Node::decode(tree.child(c, k)) {
                 Node::Empty => continue,
                 Node::Body(b) => (
-                    mass[b],
-                    [pos[3 * b], pos[3 * b + 1], pos[3 * b + 2]],
-                    body_cost[b],
+                    body::mass(bodies, b),
+                    body::pos(bodies, b),
+                    body::cost(bodies, b, half),
                 ),
                 Node::Cell(q) => {
                     debug_assert!(q > c, "a child cell has a higher index than its parent");
-                    (
-                        tree.mass[q],
-                        [tree.com[3 * q], tree.com[3 * q + 1], tree.com[3 * q + 2]],
-                        tree.cost[q],
-                    )
+                    // The cube plays no part in reading a cell's fields.
+                    let v = tree.view(Cube::from_array([0.0; 4]));
+                    (v.mass(q), v.com(q), v.cost(q))
                 }
             };
             m += qm;
@@ -344,18 +374,26 @@ pub fn compute_cofm(
                 *s += qm * q;
             }
             cost += qcost;
+            dsm::work::count(crate::TREE, 1);
         }
-        tree.mass[c] = m;
-        for (dst, s) in tree.com[3 * c..3 * c + 3].iter_mut().zip(mx) {
+        let r = &mut tree.cells[c * CELL_WORDS..(c + 1) * CELL_WORDS];
+        r[CELL_MASS] = m;
+        for (dst, s) in r[CELL_POS..CELL_POS + 3].iter_mut().zip(mx) {
             *dst = s / m;
         }
-        tree.cost[c] = cost;
+        r[CELL_COST] = cost as f64;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body table with positions `pos` and unit masses.
+    fn bodies(pos: &[f64]) -> Vec<f64> {
+        let n = pos.len() / 3;
+        body::from_arrays(pos, &vec![0.0; 3 * n], &vec![1.0; n])
+    }
 
     #[test]
     fn node_encoding_round_trips() {
@@ -385,7 +423,7 @@ mod tests {
     #[test]
     fn cube_holds_every_body_strictly() {
         let pos = [-1.0, 0.0, 2.0, 3.0, 0.5, -2.0, 0.0, 0.0, 0.0];
-        let cube = Cube::around(&pos);
+        let cube = Cube::around(&bodies(&pos));
         // The largest extent is 4 (x from -1 to 3, z from -2 to 2).
         assert_eq!(cube.rsize, 4.0 * 1.00002);
         for p in pos.chunks(3) {
@@ -406,21 +444,26 @@ mod tests {
         };
         let mut store = TreeStore::new(16);
         let pos = [1.0, 1.0, 1.0, 7.0, 7.0, 7.0];
-        assert_eq!(build_tree(cube, &pos, &mut store.as_mut()), Ok(1));
-        assert_eq!(Node::decode(store.child[0]), Node::Body(0));
-        assert_eq!(Node::decode(store.child[7]), Node::Body(1));
+        assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(1));
+        let t = store.view(cube);
+        assert_eq!(Node::decode(t.child(0, 0)), Node::Body(0));
+        assert_eq!(Node::decode(t.child(0, 7)), Node::Body(1));
 
         // Both in octant 0 (below 4 on every axis); body 1 in sub-octant 4 (x >= 2).
         let pos = [1.0, 1.0, 1.0, 3.0, 1.0, 1.0];
-        assert_eq!(build_tree(cube, &pos, &mut store.as_mut()), Ok(2));
-        assert_eq!(Node::decode(store.child[0]), Node::Cell(1));
-        assert_eq!(Node::decode(store.child[8]), Node::Body(0));
-        assert_eq!(Node::decode(store.child[8 + 4]), Node::Body(1));
-        let mass = [0.25, 0.75];
-        compute_cofm(&mut store.as_mut(), 2, &pos, &mass, &[3, 4]);
-        assert_eq!(store.mass[..2], [1.0, 1.0]);
-        assert_eq!(store.com[..6], [2.5, 1.0, 1.0, 2.5, 1.0, 1.0]);
-        assert_eq!(store.cost[..2], [7, 7]);
+        assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(2));
+        let t = store.view(cube);
+        assert_eq!(Node::decode(t.child(0, 0)), Node::Cell(1));
+        assert_eq!(Node::decode(t.child(1, 0)), Node::Body(0));
+        assert_eq!(Node::decode(t.child(1, 4)), Node::Body(1));
+        let mut t = body::from_arrays(&pos, &[0.0; 6], &[0.25, 0.75]);
+        t[body::COST] = 3.0;
+        t[body::BODY_WORDS + body::COST] = 4.0;
+        compute_cofm(&mut store.as_mut(), 2, &t, 0);
+        let t = store.view(cube);
+        assert_eq!([t.mass(0), t.mass(1)], [1.0, 1.0]);
+        assert_eq!([t.com(0), t.com(1)], [[2.5, 1.0, 1.0], [2.5, 1.0, 1.0]]);
+        assert_eq!([t.cost(0), t.cost(1)], [7, 7]);
     }
 
     #[test]
@@ -432,21 +475,21 @@ mod tests {
         let mut store = TreeStore::new(64);
         let pos = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
         assert_eq!(
-            build_tree(cube, &pos, &mut store.as_mut()),
+            build_tree(cube, &bodies(&pos), &mut store.as_mut()),
             Err(TreeError::Coincide { a: 0, b: 1 })
         );
         let pos = [1.0, 1.0, 1.0, 9.0, 1.0, 1.0];
         assert_eq!(
-            build_tree(cube, &pos, &mut store.as_mut()),
+            build_tree(cube, &bodies(&pos), &mut store.as_mut()),
             Err(TreeError::Outside { body: 1 })
         );
         // Two bodies 2^-10 apart inside octant 0 need about ten nested cells.
         let pos = [1.0, 1.0, 1.0, 1.0 + 1.0 / 1024.0, 1.0, 1.0];
         let mut small = TreeStore::new(4);
         assert_eq!(
-            build_tree(cube, &pos, &mut small.as_mut()),
+            build_tree(cube, &bodies(&pos), &mut small.as_mut()),
             Err(TreeError::Full { capacity: 4 })
         );
-        assert!(build_tree(cube, &pos, &mut store.as_mut()).is_ok());
+        assert!(build_tree(cube, &bodies(&pos), &mut store.as_mut()).is_ok());
     }
 }

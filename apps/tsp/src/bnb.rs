@@ -3,17 +3,40 @@
 //!
 //! # Shared layout
 //!
-//! The original keeps one `GlobalMemory` struct in shared memory. Here its parts are flat
-//! `i32` arrays (every field of the original is an `int`), sized by [`Layout`]:
+//! The original keeps everything shared in one `GlobalMemory` struct that the master
+//! allocates with one `Tmk_malloc` and initializes (`tsp.h` and `tsp.c` of the TreadMarks
+//! program; read here in the JIAJIA port of the same program, repository
+//! `Youpen-y/jiajia`, `apps/tsp/src/tsp.h` and `tsp.c`, whose `GlobalMemory` has the
+//! TreadMarks fields in the TreadMarks order). This program allocates one shared `i32`
+//! record the same way, processor 0 initializes all of it, and the arrays below are its
+//! fields, in the original's order, at the word offsets of [`Layout::global`] (every field
+//! of the original is an `int`):
 //!
-//! | array        | length                   | contents                                      | guarded by |
+//! | field        | words                    | contents                                      | guarded by |
 //! |--------------|--------------------------|-----------------------------------------------|------------|
-//! | `weights`    | `n * n`                  | distance matrix, row `from`, column `to`      | read-only  |
+//! | `weights`    | `32 * 32`                | distance matrix, row `from`, column `to` (here the `n * n` matrix at the field's start; the original indexes it `[32][32]`) | read-only |
 //! | `queue_ctl`  | [`QUEUE_CTL_LEN`]        | `TourStackTop`, `Done`, `PrioQLast`           | TourLock   |
-//! | `prioq`      | `2 * (max_tours + 1)`    | binary min-heap, slots `1..=PrioQLast`, each slot the pair (record index, priority = lower bound) | TourLock |
+//! | `best`       | [`BEST_LEN`]             | `MinTourLen`, then `MinTour` (32 cities)      | MinLock for writes; read without it |
+//! | (sync)       | [`SYNC_WORDS`]           | the original's `TourLock`, `MinLock`, `barrier` numbers; unused here | |
+//! | `prioq`      | `2 * (max_tours + 1)`    | binary min-heap, slots `1..=PrioQLast`, each slot the pair (record index, priority = lower bound); the original has `max_tours` slots, this heap one more so that every record fits | TourLock |
 //! | `tour_stack` | `max_tours`              | indices of free tour records                  | TourLock   |
 //! | `tours`      | `RECORD_LEN * max_tours` | the pool of tour records, see below           | TourLock   |
-//! | `best`       | [`BEST_LEN`]             | `MinTourLen`, then `MinTour` (32 cities)      | MinLock for writes; read without it |
+//!
+//! So, as in the original, the first 8 KB page holds the matrix, the queue's control
+//! words, `MinTourLen` (which every step of every depth-first search reads) and the first
+//! slots of the heap: every `get_tour` writes that page, and a processor that acquires a
+//! lock after another node's `get_tour` sees it invalidated. (Before, each array had
+//! pages of its own, `best` alone on one.)
+//!
+//! Measured at the paper's input on 8 x 4 under the modeled clock (measured computation),
+//! page transfers / invalidations / diffs: CSM-DMS, separate arrays 2.07K-2.12K /
+//! 2.00K-2.04K / 1.76K-1.78K (two runs), one record 2.08K-2.11K / 2.01K-2.06K /
+//! 1.41K-1.42K, Table 4 12.6K / 16.2K / 8.0K; CSM-MS-Mg (with migrations) arrays 3.56K /
+//! 2.49K / 0.007K / 1.42K, record 2.96K / 2.24K / 0.022K / 1.08K, Table 4 14.1K / 18.3K /
+//! 0.1K / 5.0K. The layout changes little: what is far from the paper is the number of
+//! queue operations (697 lock acquires in the whole CSM-DMS run), since this program's
+//! search of `tspfile17` is short (crate doc, "Sizes"; its bound is not the original's,
+//! "Deviations" below).
 //!
 //! A tour record has the fields of the original `TourElement` in its order:
 //! `prefix[32]` (the path, city indices), `conn` (visited cities as bits), `last` (index of
@@ -77,6 +100,11 @@ pub const MIN_TOUR_LEN: usize = 0;
 pub const MIN_TOUR: usize = 1;
 pub const BEST_LEN: usize = 1 + MAX_CITIES;
 
+/// The one kind of unit TSP counts its work in (`dsm::work`, crate doc "Counted work"):
+/// an edge examined, by the depth-first search (one candidate city of `visit_nodes`' loop)
+/// or by a bound computation.
+pub const EDGE: usize = 0;
+
 /// `MinTourLen` before any tour is known.
 pub const NO_TOUR: i32 = i32::MAX;
 /// Every tour starts and ends here (the original's `StartNode`).
@@ -128,16 +156,60 @@ impl Layout {
         BEST_LEN
     }
 
-    /// Bytes of shared data, all arrays together.
+    /// Bytes of shared data: the whole `GlobalMemory` record ([`Layout::global`]).
     pub fn shared_bytes(&self) -> usize {
-        let words = self.weights_len()
-            + self.queue_ctl_len()
-            + self.prioq_len()
-            + self.tour_stack_len()
-            + self.tours_len()
-            + self.best_len();
-        words * std::mem::size_of::<i32>()
+        self.global().len * std::mem::size_of::<i32>()
     }
+
+    /// Where each array lies in the one shared record, in the original's field order
+    /// (module doc, "Shared layout").
+    pub fn global(&self) -> GlobalOffsets {
+        let mut at = 0;
+        let mut field = |len: usize| {
+            let r = at..at + len;
+            at += len;
+            r
+        };
+        // The original's `weights[MAX_TOUR_SIZE][MAX_TOUR_SIZE]`; ours holds the n x n
+        // matrix at its start.
+        let weights = field(MAX_CITIES * MAX_CITIES);
+        let queue_ctl = field(self.queue_ctl_len());
+        let best = field(self.best_len());
+        // TourLock, MinLock and barrier: the original's lock and barrier numbers.
+        let _sync = field(SYNC_WORDS);
+        let prioq = field(self.prioq_len());
+        let tour_stack = field(self.tour_stack_len());
+        let tours = field(self.tours_len());
+        GlobalOffsets {
+            weights,
+            queue_ctl,
+            best,
+            prioq,
+            tour_stack,
+            tours,
+            len: at,
+        }
+    }
+}
+
+/// Words of the original's `GlobalMemory` between `MinTour` and `PrioQ`: `TourLock`,
+/// `MinLock` and `barrier`, the numbers of its locks and barrier. Unused here (the DSM's
+/// locks are objects), but kept so the fields after them lie where the original's do.
+pub const SYNC_WORDS: usize = 3;
+
+/// The word ranges of the shared arrays inside the one `GlobalMemory` record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalOffsets {
+    /// The field of the distance matrix (`MAX_CITIES^2` words; the matrix, `n * n` words,
+    /// at its start).
+    pub weights: std::ops::Range<usize>,
+    pub queue_ctl: std::ops::Range<usize>,
+    pub best: std::ops::Range<usize>,
+    pub prioq: std::ops::Range<usize>,
+    pub tour_stack: std::ops::Range<usize>,
+    pub tours: std::ops::Range<usize>,
+    /// Words of the whole record.
+    pub len: usize,
 }
 
 /// Counters of one worker, for reports; they differ between runs of the parallel version.
@@ -207,6 +279,11 @@ pub fn calc_bound(weights: &[i32], n: usize, rec: &mut [i32]) {
             .sum();
         out_sum.max(in_sum)
     };
+    // Counted work: the edges this bound examined, `n` for each city still to leave and
+    // each city still to be entered (one, the closing edge, when every city is on the path).
+    let left = (0..n).filter(|&c| unvisited(c)).count();
+    let edges = if left == 0 { 1 } else { 2 * (left + 1) * n };
+    dsm::work::count(EDGE, edges as u64);
     let rest = i32::try_from(rest).expect("bounds fit in 32 bits by the weight limit");
     rec[REST_BOUND] = rest;
     rec[LOWER_BOUND] = rec[PREFIX_WEIGHT] + rest;
@@ -467,6 +544,10 @@ pub enum DfsBound {
 /// [`DfsBound::Path`], the cheapest edge to another city for [`DfsBound::CheapestExit`].
 /// Each processor computes it privately from `weights`.
 pub fn exit_bounds(weights: &[i32], n: usize, bound: DfsBound) -> Vec<i32> {
+    if bound == DfsBound::CheapestExit {
+        // Counted (after the fact, as it is one short loop): every edge out of every city.
+        dsm::work::count(EDGE, (n * n) as u64);
+    }
     (0..n)
         .map(|c| match bound {
             DfsBound::Path => 0,
@@ -509,6 +590,7 @@ pub fn solve_subtree(
     };
     dfs.path[..=last].copy_from_slice(&record[..=last]);
     if dfs.len == n {
+        dsm::work::count(EDGE, 1);
         let total = dfs.dist + weights[record[last] as usize * n + START_CITY];
         if total < best.best_len() {
             best.offer(total, &dfs.path[..n]);
@@ -538,7 +620,11 @@ impl Dfs<'_> {
     fn visit(&mut self, from: usize, best: &mut impl Incumbent) {
         self.nodes += 1;
         let n = self.n;
+        // Candidate cities examined since the last count: counted before each descent
+        // and at the end, so the work is charged in the order it is done.
+        let mut examined = 0u64;
         for city in 0..n {
+            examined += 1;
             if self.visited & (1 << city) != 0 {
                 continue;
             }
@@ -558,12 +644,14 @@ impl Dfs<'_> {
                 self.len += 1;
                 self.dist = dist;
                 self.rest -= self.exits[city];
+                dsm::work::count(EDGE, std::mem::take(&mut examined));
                 self.visit(city, best);
                 (self.dist, self.rest) = (saved_dist, saved_rest);
                 self.len -= 1;
                 self.visited &= !(1 << city);
             }
         }
+        dsm::work::count(EDGE, examined);
     }
 }
 
@@ -1031,12 +1119,25 @@ mod tests {
 
     #[test]
     fn layout_matches_the_original_footprint() {
-        // 5000 records of 37 words, the heap of 5001 pairs, the stack of 5000, the matrix,
-        // 3 control words and 33 best words: (185000 + 10002 + 5000 + 289 + 3 + 33) * 4.
+        // The original's GlobalMemory: the 32 x 32 matrix, 3 control words, 33 best words,
+        // 3 lock and barrier numbers, the heap (here 5001 pairs), the stack of 5000 and
+        // 5000 records of 37 words.
         let layout = Layout::new(17, DEFAULT_MAX_TOURS).unwrap();
         assert_eq!(
             layout.shared_bytes(),
-            (185_000 + 10_002 + 5_000 + 289 + 3 + 33) * 4
+            (1024 + 3 + 33 + 3 + 10_002 + 5_000 + 185_000) * 4
+        );
+        let g = layout.global();
+        assert_eq!(g.weights, 0..1024);
+        assert_eq!(g.queue_ctl, 1024..1027);
+        assert_eq!(g.best, 1027..1060);
+        assert_eq!(g.prioq, 1063..1063 + 10_002);
+        assert_eq!(g.tour_stack.len(), 5_000);
+        assert_eq!(g.tours.end, g.len);
+        // MinTourLen shares the first 8 KB page with the matrix and the queue's control.
+        assert_eq!(
+            (g.best.start + MIN_TOUR_LEN) * 4 / 8192,
+            g.queue_ctl.start * 4 / 8192
         );
         assert!(Layout::new(33, 10).is_err());
         assert!(Layout::new(17, 0).is_err());

@@ -3,39 +3,78 @@
 //! "Synchronization of the parallel version").
 
 use crate::bnb::{
-    self, Incumbent, Layout, Queue, WorkQueue, WorkStats, MIN_TOUR, MIN_TOUR_LEN, RECORD_LEN,
+    self, GlobalOffsets, Incumbent, Layout, Queue, WorkQueue, WorkStats, MIN_TOUR, MIN_TOUR_LEN,
+    RECORD_LEN,
 };
 use crate::input::Instance;
 use crate::Config;
 use app_common::{AppError, AppResult};
 use dsm::{Lock, Proc, Shared};
 
-/// The shared arrays of [`Layout`], as allocated on the DSM heap.
-#[derive(Clone, Copy)]
+/// The shared data: one `GlobalMemory` record, as the original allocates it, whose
+/// fields are the arrays of [`Layout`] at the offsets of [`Layout::global`].
+#[derive(Clone)]
 struct Arrays {
-    weights: Shared<i32>,
-    queue_ctl: Shared<i32>,
-    prioq: Shared<i32>,
-    tour_stack: Shared<i32>,
-    tours: Shared<i32>,
-    best: Shared<i32>,
+    global: Shared<i32>,
+    offsets: GlobalOffsets,
+    n: usize,
 }
 
 impl Arrays {
+    /// The field at `range` of the record, as a slice.
+    ///
+    /// # Safety
+    /// As [`Shared::as_mut_slice`], for the words of `range`.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn field(&self, range: std::ops::Range<usize>) -> &mut [i32] {
+        assert!(range.start <= range.end && range.end <= self.global.len());
+        // SAFETY: the range lies inside the allocation (checked); the caller upholds
+        // data-race freedom for its words.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.global.as_ptr().add(range.start), range.len())
+        }
+    }
+
+    /// The distance matrix, `n * n` words at the start of its field.
+    ///
+    /// # Safety
+    /// Nobody writes it concurrently (processor 0 writes it before the first barrier only).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn weights(&self) -> &mut [i32] {
+        let start = self.offsets.weights.start;
+        // SAFETY: forwarded to the caller.
+        unsafe { self.field(start..start + self.n * self.n) }
+    }
+
+    /// `MinTourLen` and `MinTour`.
+    ///
+    /// # Safety
+    /// The caller holds MinLock (or runs before the first barrier as processor 0).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn best(&self) -> &mut [i32] {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.field(self.offsets.best.clone()) }
+    }
+
+    /// `MinTourLen`, read without a lock (a volatile load).
+    fn min_tour_len(&self) -> i32 {
+        self.global.get(self.offsets.best.start + MIN_TOUR_LEN)
+    }
+
     /// Views of everything TourLock guards.
     ///
     /// # Safety
     /// The caller holds TourLock (or runs before the first barrier as processor 0) and drops
     /// the views before releasing it.
     unsafe fn queue(&self) -> Queue<'_> {
-        // SAFETY: by the caller's contract no other processor touches these arrays while the
-        // views live.
+        // SAFETY: by the caller's contract no other processor touches these fields while
+        // the views live; the fields are disjoint.
         unsafe {
             Queue {
-                queue_ctl: self.queue_ctl.as_mut_slice(),
-                prioq: self.prioq.as_mut_slice(),
-                tour_stack: self.tour_stack.as_mut_slice(),
-                tours: self.tours.as_mut_slice(),
+                queue_ctl: self.field(self.offsets.queue_ctl.clone()),
+                prioq: self.field(self.offsets.prioq.clone()),
+                tour_stack: self.field(self.offsets.tour_stack.clone()),
+                tours: self.field(self.offsets.tours.clone()),
             }
         }
     }
@@ -64,7 +103,7 @@ impl WorkQueue for SharedQueue<'_> {
         // is at least as fresh as the caller's value. Still a racy read (MinLock guards the
         // writes); a stale value only stops the queue later, and any value read is the
         // length of a real tour, so the queue never stops before the optimum is queued.
-        let best_len = best_len.min(self.arrays.best.get(MIN_TOUR_LEN));
+        let best_len = best_len.min(self.arrays.min_tour_len());
         let got = {
             // SAFETY: TourLock is held, and the views are dropped at the end of this block.
             let mut queue = unsafe { self.arrays.queue() };
@@ -91,7 +130,7 @@ impl WorkQueue for SharedQueue<'_> {
 /// The best tour in shared memory: read without a lock, written under MinLock.
 struct SharedBest<'a> {
     p: &'a Proc,
-    best: Shared<i32>,
+    arrays: Arrays,
     min_lock: Lock,
 }
 
@@ -101,7 +140,7 @@ impl Incumbent for SharedBest<'_> {
     /// writes visible only at this processor's acquires, so the value may be stale until
     /// its next lock acquire; a stale (larger) bound only prunes less.
     fn best_len(&self) -> i32 {
-        self.best.get(MIN_TOUR_LEN)
+        self.arrays.min_tour_len()
     }
 
     /// The original's `set_best`: under MinLock, checks again and records the tour.
@@ -110,7 +149,7 @@ impl Incumbent for SharedBest<'_> {
         {
             // SAFETY: MinLock is held: every writer of `best` holds it; the racy readers
             // read only the aligned word MIN_TOUR_LEN. The view is dropped before release.
-            let best = unsafe { self.best.as_mut_slice() };
+            let best = unsafe { self.arrays.best() };
             bnb::set_best(best, len, path);
         }
         self.min_lock.release(self.p);
@@ -126,15 +165,13 @@ pub fn run(
     let layout = Layout::new(inst.n, config.max_tours).map_err(AppError::Other)?;
     let n = inst.n;
     let report = dsm::Cluster::new(dsm_config.clone()).run(|s| {
-        // Each array starts on its own page, so `best`, read at every search step, shares
-        // no page with the queue that every get_tour writes.
+        // One record holding everything, allocated (and below initialized) by the
+        // master, as the original's `GlobalMemory` (bnb, "Shared layout").
+        let offsets = layout.global();
         let arrays = Arrays {
-            weights: s.alloc_named(layout.weights_len(), "tsp weights"),
-            queue_ctl: s.alloc_named(layout.queue_ctl_len(), "tsp queue_ctl"),
-            prioq: s.alloc_named(layout.prioq_len(), "tsp prioq"),
-            tour_stack: s.alloc_named(layout.tour_stack_len(), "tsp tour_stack"),
-            tours: s.alloc_named(layout.tours_len(), "tsp tours"),
-            best: s.alloc_named(layout.best_len(), "tsp best"),
+            global: s.alloc_named(offsets.len, "tsp GlobalMemory"),
+            offsets,
+            n,
         };
         let tour_lock = s.lock();
         let min_lock = s.lock();
@@ -144,20 +181,20 @@ pub fn run(
                 // The master reads the input and initializes everything, as the original.
                 // SAFETY: no other processor touches shared data before the barrier.
                 unsafe {
-                    arrays.weights.as_mut_slice().copy_from_slice(&inst.weights);
-                    bnb::init_best(arrays.best.as_mut_slice());
-                    arrays.queue().init(arrays.weights.as_slice(), n);
+                    arrays.weights().copy_from_slice(&inst.weights);
+                    bnb::init_best(arrays.best());
+                    arrays.queue().init(arrays.weights(), n);
                 }
             }
             bar.wait(p);
             // Timed: the search, not reading and setting up the input.
             p.start_timing();
             // SAFETY: nobody writes `weights` after the barrier.
-            let weights = unsafe { arrays.weights.as_slice() };
+            let weights: &[i32] = unsafe { arrays.weights() };
             let exits = bnb::exit_bounds(weights, n, config.dfs_bound);
             let mut queue = SharedQueue {
                 p,
-                arrays,
+                arrays: arrays.clone(),
                 tour_lock,
                 weights,
                 n,
@@ -165,7 +202,7 @@ pub fn run(
             };
             let mut best = SharedBest {
                 p,
-                best: arrays.best,
+                arrays: arrays.clone(),
                 min_lock,
             };
             bnb::worker(weights, n, &exits, &mut queue, &mut best);
@@ -173,8 +210,11 @@ pub fn run(
             bar.wait(p);
             p.stop_timing();
             (p.id() == 0).then(|| {
-                let best_len = arrays.best.get(MIN_TOUR_LEN);
-                let tour: Vec<i32> = (0..n).map(|k| arrays.best.get(MIN_TOUR + k)).collect();
+                let at = arrays.offsets.best.start;
+                let best_len = arrays.global.get(at + MIN_TOUR_LEN);
+                let tour: Vec<i32> = (0..n)
+                    .map(|k| arrays.global.get(at + MIN_TOUR + k))
+                    .collect();
                 crate::summary(config, n, best_len, &tour)
             })
         }
