@@ -414,6 +414,10 @@ impl App for Barnes {
         WORK
     }
 
+    fn extra_work(&self) -> Option<&'static str> {
+        Some("every processor walks the tree to find its cost zone (crate doc, \"Counted work\")")
+    }
+
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
         let nbody = params.get_in::<u64>("nbody", 2, 1 << 24)?;
         // A body (position, velocity, acceleration, mass, cost) and its share of cells.

@@ -438,6 +438,10 @@ impl App for Ilink {
         WORK
     }
 
+    fn extra_work(&self) -> Option<&'static str> {
+        Some("the master peels the small families alone and combines the processors' rows (crate doc, \"Counted work\")")
+    }
+
     fn parallel(
         &self,
         params: &Params,

@@ -227,6 +227,10 @@ impl App for Tsp {
         WORK
     }
 
+    fn extra_work(&self) -> Option<&'static str> {
+        Some("the searchers explore before a short tour is known, so they expand more of the tree than the sequential search (crate doc, \"Counted work\")")
+    }
+
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
         let max_tours =
             params.get_in::<u64>("max_tours", 1, bnb::Layout::MAX_TOURS_LIMIT as u64)?;
