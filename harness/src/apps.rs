@@ -168,4 +168,61 @@ mod tests {
             );
         }
     }
+
+    /// The modeled run of `app` at the test input on 4 x 2 under `variant`, with its
+    /// counted work at the built-in platform's costs.
+    fn counted_run(app: &dyn App, variant: dsm::Protocol) -> dsm::Report<()> {
+        let params = Params::resolve(app.name(), app.params(), Size::Test, &[]).unwrap();
+        let mut config = app_common::test_config(variant, 4, 2, dsm::ExecMode::Threads);
+        config.clock = dsm::ClockMode::Modeled;
+        let platform = dsm::platform::by_name(dsm::platform::DEFAULT).unwrap();
+        crate::scale::charge(app, &platform, None, crate::scale::ComputeChoice::Counted)
+            .unwrap()
+            .apply(&mut config);
+        config.platform = platform;
+        app.parallel(&params, &config)
+            .unwrap_or_else(|e| panic!("{}: {e}", app.name()))
+            .1
+    }
+
+    /// What must repeat: times, breakdowns, counted work and counters.
+    fn figures(r: &dsm::Report<()>) -> String {
+        let procs: Vec<_> = r.procs.iter().map(|p| (p.breakdown, p.run_breakdown, p.work)).collect();
+        format!("{} {} {:?} {:?}", r.elapsed_ns, r.run_ns, procs, r.counters)
+    }
+
+    /// Issue 17: under counted computation the same configuration gives the same times and
+    /// counters on every run, to the nanosecond, also while other threads load this
+    /// machine's CPUs: every app that counts its work, under CSM-DMS and under a variant
+    /// of each other strategy (CSM-None: messages; CSM-MS-Mg: migration; CSM-ADB).
+    #[test]
+    fn a_counted_run_repeats_exactly_also_on_a_loaded_machine() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        for app in all().into_iter().filter(|a| !a.work().is_empty()) {
+            for v in [
+                protocol_variants::CSM_DMS,
+                protocol_variants::CSM_NONE,
+                protocol_variants::CSM_MS_MG,
+                protocol_variants::CSM_ADB,
+            ] {
+                let first = figures(&counted_run(app, v));
+                assert_eq!(figures(&counted_run(app, v)), first, "{} under {}: a repeat differs", app.name(), v.name);
+                let stop = AtomicBool::new(false);
+                let loaded = std::thread::scope(|s| {
+                    for _ in 0..2 {
+                        s.spawn(|| {
+                            let mut x = 0u64;
+                            while !stop.load(Ordering::Relaxed) {
+                                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                            }
+                        });
+                    }
+                    let r = figures(&counted_run(app, v));
+                    stop.store(true, Ordering::Relaxed);
+                    r
+                });
+                assert_eq!(loaded, first, "{} under {}: a run on a loaded machine differs", app.name(), v.name);
+            }
+        }
+    }
 }

@@ -22,6 +22,7 @@ macro_rules! outln {
 
 mod apps;
 mod bench;
+mod calibrate;
 mod paper;
 mod platforms;
 mod run;
@@ -59,6 +60,9 @@ enum Command {
     Platforms(platforms::PlatformsArgs),
     /// Measure basic operations: `net` (the simulated network) or `proto` (the protocol).
     Bench(bench::BenchArgs),
+    /// Count each app's work at the paper's input and time its units on this host (the
+    /// facts behind the modeled clock's counted computation).
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 fn main() {
@@ -79,6 +83,7 @@ fn main() {
         }
         Command::Platforms(a) => platforms::platforms(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Calibrate(a) => calibrate::calibrate(a),
     };
     if let Err(e) = outcome {
         eprintln!("cashmere: {}", error_text(&e));

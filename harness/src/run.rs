@@ -56,8 +56,17 @@ pub struct ClusterArgs {
     /// them) or a platform file [env: DSM_PLATFORM] [default: alphaserver-mc2].
     #[arg(long, value_name = "NAME|FILE")]
     pub platform: Option<String>,
-    /// Modeled clock: use this CPU scale factor instead of the platform's sequential time
-    /// over this machine's, measured once and cached [env: DSM_CPU_SCALE].
+    /// Modeled clock: how computation is charged. `counted`: the work the app counts, at
+    /// the platform's cost per unit (its Table 3 time over the units the sequential
+    /// version counts at the paper's input), so a run repeats exactly on any host;
+    /// `measured`: this machine's CPU time times the CPU scale factor (what an app that
+    /// counts nothing gets) [env: DSM_COMPUTE] [default: counted; measured with
+    /// --cpu-scale].
+    #[arg(long, value_name = "counted|measured")]
+    pub compute: Option<String>,
+    /// Modeled clock, measured computation: use this CPU scale factor instead of the
+    /// platform's sequential time over this machine's, measured once and cached [env:
+    /// DSM_CPU_SCALE].
     #[arg(long, value_name = "FACTOR")]
     pub cpu_scale: Option<String>,
 }
@@ -182,7 +191,38 @@ impl ClusterArgs {
                  clock; add --clock modeled, or leave --cpu-scale out"
             );
         }
+        self.compute_choice()?;
+        if c.clock == ClockMode::Wall && self.compute.is_some() {
+            bail!(
+                "--compute applies to the modeled clock only, and this run uses the wall \
+                 clock; add --clock modeled, or leave --compute out"
+            );
+        }
         Ok(c)
+    }
+
+    /// The charge of computation asked for: `--compute` or `DSM_COMPUTE`, else measured
+    /// if a CPU scale factor is given, else counted. Counted with a given factor is refused.
+    pub fn compute_choice(&self) -> anyhow::Result<crate::scale::ComputeChoice> {
+        use crate::scale::ComputeChoice;
+        let given_scale = self.given_cpu_scale()?.is_some();
+        let (value, source) = setting(&self.compute, "--compute", "DSM_COMPUTE", "");
+        if matches!(source, Source::Default) {
+            return Ok(if given_scale { ComputeChoice::Measured } else { ComputeChoice::Counted });
+        }
+        let choice = parse_setting((value, source), |v| match v.trim() {
+            "counted" => Ok(ComputeChoice::Counted),
+            "measured" => Ok(ComputeChoice::Measured),
+            _ => Err("expected counted or measured".to_string()),
+        })?;
+        if choice == ComputeChoice::Counted && given_scale {
+            bail!(
+                "a CPU scale factor (--cpu-scale or DSM_CPU_SCALE) applies to measured \
+                 computation, and counted computation is asked for; use --compute measured, \
+                 or leave the factor out"
+            );
+        }
+        Ok(choice)
     }
 
     /// The CPU scale factor given by `--cpu-scale` or `DSM_CPU_SCALE`, if either is.
@@ -501,8 +541,9 @@ pub fn run_app(
         let _p = (!quiet).then(|| Progress::start(format!("{} sequential", app.name())));
         // The sequential run's timed region, the part the parallel run's region
         // (`Report::elapsed_ns`) matches.
-        let s = crate::scale::run_sequential(app, params, &config.platform, modeled)?;
-        let seq_s = s.time_s(modeled, config.cpu_scale);
+        let measured = config.compute == dsm::Compute::Measured;
+        let s = crate::scale::run_sequential(app, params, &config.platform, modeled, measured)?;
+        let seq_s = s.time_s(config);
         (s.result, seq_s)
     };
     let _p = (!quiet && !node).then(|| {
@@ -536,7 +577,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             for app in apps::all() {
                 outln!("  {:<10} {}", app.name(), app.description());
             }
-            outln!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE, --cpu-scale FACTOR");
+            outln!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE,\n  --compute counted|measured, --cpu-scale FACTOR");
             return Ok(());
         }
         bail!("name an application: cashmere run <APP> (cashmere run --help lists them)");
@@ -584,7 +625,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     match &scale {
         None => outln!("  clock: wall"),
         Some(s) => outln!(
-            "  clock: modeled, platform {} (network {}), CPU scale factor {s}",
+            "  clock: modeled, platform {} (network {}), computation: {s}",
             config.platform.name,
             config.platform.network_summary()
         ),
@@ -673,8 +714,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Under the modeled clock, the CPU scale factor of `app` (given, cached or measured now),
-/// set in `config`; `None` under the wall clock.
+/// Under the modeled clock, the charge of `app`'s computation (counted work, or the CPU
+/// scale factor given, cached or measured now), set in `config`; `None` under the wall
+/// clock.
 fn modeled_scale(
     app: &dyn App,
     config: &mut Config,
@@ -683,8 +725,13 @@ fn modeled_scale(
     if config.clock != ClockMode::Modeled {
         return Ok(None);
     }
-    let s = crate::scale::for_run(app, &config.platform, cluster.given_cpu_scale()?)?;
-    config.cpu_scale = s.factor;
+    let s = crate::scale::charge(
+        app,
+        &config.platform,
+        cluster.given_cpu_scale()?,
+        cluster.compute_choice()?,
+    )?;
+    s.apply(config);
     Ok(Some(s))
 }
 
@@ -744,6 +791,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
         }
     }
     let given_scale = a.cluster.given_cpu_scale()?;
+    let choice = a.cluster.compute_choice()?;
     let mut runs = Vec::new();
     for app in chosen {
         match Params::resolve(app.name(), app.params(), size, &[]) {
@@ -751,7 +799,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
                 // One factor per app: every variant runs the same code.
                 let scale = match configs.first() {
                     Some(c) if c.clock == ClockMode::Modeled => {
-                        match crate::scale::for_run(app, &c.platform, given_scale) {
+                        match crate::scale::charge(app, &c.platform, given_scale, choice) {
                             Ok(s) => Some(s),
                             Err(e) => {
                                 problems.push(format!("{}: {e:#}", app.name()));
@@ -764,7 +812,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
                 for config in &configs {
                     let mut config = config.clone();
                     if let Some(s) = &scale {
-                        config.cpu_scale = s.factor;
+                        s.apply(&mut config);
                     }
                     match check_memory(app, &params, &config) {
                         Ok(()) => runs.push((app, params.clone(), config)),

@@ -46,32 +46,180 @@ pub const MAX_FACTOR: f64 = 1e6;
 /// 1 ns, and none lasts 10,000,000 s (116 days).
 const CACHED_S: std::ops::RangeInclusive<f64> = 1e-9..=1e7;
 
-/// An app's CPU scale factor and where its parts come from.
+/// How a modeled run charges an app's computation, and where the figures come from:
+/// counted work at the platform's cost per unit (the default, `dsm::work`), or this
+/// machine's CPU time times a scale factor (`--compute measured`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Scale {
-    /// Virtual ns per ns of this machine's thread CPU time.
+    /// Measured: virtual ns per ns of this machine's thread CPU time (0 when counted).
     pub factor: f64,
     /// The platform's sequential time at the paper's input, seconds.
     pub platform_seq_s: f64,
-    /// This machine's sequential CPU time at the paper's input, seconds.
+    /// Measured: this machine's sequential CPU time at the paper's input, seconds.
     pub our_seq_s: f64,
-    /// How `our_seq_s` was obtained: `measured now (N s)`, `cached in PATH (measured
-    /// DATE)`, or `given by --cpu-scale`.
+    /// How the figures were obtained: `measured now (N s)`, `cached in PATH (measured
+    /// DATE)`, `given by --cpu-scale`, or what the counted units are.
     pub how: String,
+    /// `counted` or `measured` (`dsm::Compute::name`).
+    #[serde(default = "measured")]
+    pub compute: String,
+    /// Counted: the platform's ns per unit of each kind the app counts (`App::work`).
+    #[serde(default)]
+    pub ns_per_unit: Vec<f64>,
+    /// Counted: the kinds' names, in kind order.
+    #[serde(default)]
+    pub units: Vec<String>,
+}
+
+fn measured() -> String {
+    "measured".into()
+}
+
+impl Scale {
+    /// Whether computation is charged by counted work.
+    pub fn counted(&self) -> bool {
+        self.compute == "counted"
+    }
+
+    /// The charge as the cluster takes it.
+    pub fn compute(&self) -> dsm::Compute {
+        if self.counted() {
+            dsm::Compute::Counted { ns_per_unit: self.ns_per_unit.clone() }
+        } else {
+            dsm::Compute::Measured
+        }
+    }
+
+    /// Sets `config`'s charge of computation to this one.
+    pub fn apply(&self, config: &mut dsm::Config) {
+        config.compute = self.compute();
+        config.cpu_scale = self.factor;
+    }
+
+    /// The charge of the wall clock, which charges nothing.
+    pub fn wall() -> Scale {
+        Scale {
+            factor: 1.0,
+            platform_seq_s: 0.0,
+            our_seq_s: 0.0,
+            how: "wall clock: no scaling".into(),
+            compute: measured(),
+            ns_per_unit: Vec::new(),
+            units: Vec::new(),
+        }
+    }
 }
 
 impl std::fmt::Display for Scale {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.our_seq_s > 0.0 {
+        if self.counted() {
+            let costs: Vec<String> = self
+                .units
+                .iter()
+                .zip(&self.ns_per_unit)
+                .map(|(u, ns)| format!("{ns:.4} ns per {u}"))
+                .collect();
             write!(
                 f,
-                "{:.3} ({:.1} s on the platform / {:.2} s CPU here, {})",
+                "counted work, {} ({})",
+                costs.join(", "),
+                self.how
+            )
+        } else if self.our_seq_s > 0.0 {
+            write!(
+                f,
+                "measured CPU time x {:.3} ({:.1} s on the platform / {:.2} s CPU here, {})",
                 self.factor, self.platform_seq_s, self.our_seq_s, self.how
             )
         } else {
-            write!(f, "{:.3} ({})", self.factor, self.how)
+            write!(f, "measured CPU time x {:.3} ({})", self.factor, self.how)
         }
     }
+}
+
+/// Which charge of computation a modeled run asks for (`--compute`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComputeChoice {
+    /// Counted work where the app counts it, else measured (the default).
+    Counted,
+    /// This machine's CPU time times the scale factor.
+    Measured,
+}
+
+/// The charge of `app`'s computation on `platform`: counted work at the platform's costs
+/// if `choice` is counted and the app counts its work, else measured CPU time (with the
+/// `given` factor, or the cached or measured one).
+pub fn charge(
+    app: &dyn App,
+    platform: &Platform,
+    given: Option<f64>,
+    choice: ComputeChoice,
+) -> anyhow::Result<Scale> {
+    if choice == ComputeChoice::Measured || app.work().is_empty() {
+        let mut s = for_run(app, platform, given)?;
+        if choice == ComputeChoice::Counted {
+            s.how = format!("{}; {} counts no work, so its CPU time is measured", s.how, app.name());
+        }
+        return Ok(s);
+    }
+    let Some(&platform_seq_s) = platform.sequential_s.get(app.name()) else {
+        bail!(
+            "platform {} has no sequential time for {}, so the modeled clock has no cost per \
+             unit of its counted work; add `{} = SECONDS` to the platform file's \
+             [sequential_s], or use --compute measured with --cpu-scale",
+            platform.name,
+            app.name(),
+            app.name()
+        );
+    };
+    let Some(ns_per_unit) = app_common::work::ns_per_unit(app.work(), platform_seq_s) else {
+        bail!("{}'s declared work at the paper's input weighs nothing; its App::work is wrong", app.name());
+    };
+    let units: Vec<String> = app.work().iter().map(|k| k.name.to_string()).collect();
+    let paper: Vec<String> = app
+        .work()
+        .iter()
+        .map(|k| format!("{} {}s", k.paper_units, k.name))
+        .collect();
+    Ok(Scale {
+        factor: 0.0,
+        platform_seq_s,
+        our_seq_s: 0.0,
+        how: format!(
+            "platform {}'s {platform_seq_s} s at the paper's input over its {}",
+            platform.name,
+            paper.join(" and ")
+        ),
+        compute: "counted".into(),
+        ns_per_unit,
+        units,
+    })
+}
+
+/// Checks a sequential run's counted units against the app's declared paper units, when
+/// `params` are the paper's input: a mismatch means the declaration is stale, and the
+/// platform's costs per unit would no longer give Table 3's sequential time.
+pub fn check_paper_units(app: &dyn App, params: &Params, work: &dsm::work::Tally) -> anyhow::Result<()> {
+    let kinds = app.work();
+    if kinds.is_empty() {
+        return Ok(());
+    }
+    let paper = Params::resolve(app.name(), app.params(), Size::Paper, &[])?;
+    if params_text(&paper) != params_text(params) {
+        return Ok(());
+    }
+    let declared: Vec<u64> = kinds.iter().map(|k| k.paper_units).collect();
+    if declared[..] != work[..kinds.len()] {
+        bail!(
+            "{}'s sequential run at the paper's input counted {:?} units, but the app declares \
+             {declared:?} (App::work's paper_units): the declaration is stale; run `cashmere \
+             calibrate --apps {}` and update it",
+            app.name(),
+            &work[..kinds.len()],
+            app.name()
+        );
+    }
+    Ok(())
 }
 
 /// The scale factor of `app` on `platform`, from the cache or measured now (and cached).
@@ -96,6 +244,9 @@ pub fn for_run(app: &dyn App, platform: &Platform, given: Option<f64>) -> anyhow
                 .unwrap_or(0.0),
             our_seq_s: 0.0,
             how: "given by --cpu-scale".into(),
+            compute: measured(),
+            ns_per_unit: Vec::new(),
+            units: Vec::new(),
         }),
         None => cpu_scale(app, platform),
     }
@@ -139,6 +290,9 @@ fn scale_of(
         platform_seq_s,
         our_seq_s,
         how,
+        compute: measured(),
+        ns_per_unit: Vec::new(),
+        units: Vec::new(),
     })
 }
 
@@ -149,53 +303,65 @@ pub const SAMPLES: usize = 3;
 /// The CPU time after which no further sample is taken (a paper-size TSP takes minutes).
 const SAMPLE_BUDGET_S: f64 = 4.0;
 
-/// A sequential run: its result, and the wall time and thread CPU time of its timed region
-/// (`app_common::timing`).
+/// A sequential run: its result, the wall time and thread CPU time of its timed region
+/// (`app_common::timing`), and the work it counted there (`dsm::work`).
 pub struct Sequential {
     pub result: AppResult,
     pub wall_s: f64,
-    /// Under the modeled clock, this input's cached CPU time ([`sequential_cpu`]).
+    /// Under the modeled clock with measured computation, this input's cached CPU time
+    /// ([`sequential_cpu`]); else this run's.
     pub cpu_s: f64,
+    /// Units of work counted in the timed region, by kind.
+    pub work: dsm::work::Tally,
 }
 
 impl Sequential {
-    /// The sequential time in a run's clock: under the modeled clock (`modeled`) the CPU
-    /// time times the app's scale factor, else the wall time.
-    pub fn time_s(&self, modeled: bool, scale: f64) -> f64 {
-        if modeled {
-            self.cpu_s * scale
-        } else {
-            self.wall_s
+    /// The sequential time in the clock of a run configured as `config`: under the
+    /// modeled clock the counted work at the run's costs per unit, or the CPU time times
+    /// the scale factor; else the wall time.
+    pub fn time_s(&self, config: &dsm::Config) -> f64 {
+        match (config.clock, &config.compute) {
+            (dsm::ClockMode::Wall, _) => self.wall_s,
+            (dsm::ClockMode::Modeled, dsm::Compute::Counted { ns_per_unit }) => {
+                app_common::work::seconds(&self.work, ns_per_unit)
+            }
+            (dsm::ClockMode::Modeled, dsm::Compute::Measured) => self.cpu_s * config.cpu_scale,
         }
     }
 }
 
 /// Runs `app`'s sequential version on `params`, as `cashmere run` and `cashmere table`
 /// take it. Under the modeled clock (`modeled`) it computes as the platform does
-/// (`Platform::flush_denormals`, as the parallel run's processors do), and its CPU time
-/// is this input's cached one, the least of a few runs of which this is one
-/// ([`sequential_cpu`]), so that a repeated cell compares against the same sequential
-/// time.
+/// (`Platform::flush_denormals`, as the parallel run's processors do). With measured
+/// computation (`measured`), its CPU time is this input's cached one, the least of a few
+/// runs of which this is one ([`sequential_cpu`]), so that a repeated cell compares
+/// against the same sequential time; with counted work, its units are checked against the
+/// app's declaration at the paper's input ([`check_paper_units`]).
 pub fn run_sequential(
     app: &dyn App,
     params: &Params,
     platform: &Platform,
     modeled: bool,
+    measured: bool,
 ) -> anyhow::Result<Sequential> {
     let mode = dsm::sys::flush_denormals(modeled && platform.flush_denormals);
     let (result, took) = app_common::timing::measure(|| app.sequential(params));
     drop(mode);
     let result = result.with_context(|| format!("sequential {}", app.name()))?;
     let this_run = took.cpu_ns as f64 / 1e9;
-    let cpu_s = if modeled {
+    let cpu_s = if modeled && measured {
         sequential_cpu(app, params, Some(this_run), platform)?.0
     } else {
         this_run
     };
+    if modeled && !measured {
+        check_paper_units(app, params, &took.work)?;
+    }
     Ok(Sequential {
         result,
         wall_s: took.wall_ns as f64 / 1e9,
         cpu_s,
+        work: took.work,
     })
 }
 
@@ -538,6 +704,24 @@ fn utc_time(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A sequential run at the paper's input whose counts differ from the app's
+    /// declaration is refused (the costs per unit would no longer give Table 3's time);
+    /// at any other input, counts are not compared.
+    #[test]
+    fn stale_paper_units_are_refused_at_the_paper_input_only() {
+        let app: &dyn App = &app_sor::SOR;
+        let paper = Params::resolve("sor", app.params(), Size::Paper, &[]).unwrap();
+        let mut work = [0u64; dsm::work::MAX_KINDS];
+        work[0] = app.work()[0].paper_units;
+        check_paper_units(app, &paper, &work).unwrap();
+        work[0] += 1;
+        let e = check_paper_units(app, &paper, &work).unwrap_err().to_string();
+        assert!(e.contains("stale") && e.contains("cashmere calibrate --apps sor"), "{e}");
+        let small = Params::resolve("sor", app.params(), Size::Small, &[]).unwrap();
+        check_paper_units(app, &small, &work).unwrap();
+    }
+
     use super::*;
     use app_common::{AppError, AppResult, Mismatch, ParamSpec};
     use std::sync::atomic::{AtomicUsize, Ordering};

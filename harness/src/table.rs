@@ -59,6 +59,11 @@ pub struct TableArgs {
     /// wall or modeled [env: DSM_CLOCK] [default: modeled].
     #[arg(long)]
     pub clock: Option<String>,
+    /// Modeled clock: counted (each app's counted work at the platform's cost per unit;
+    /// a cell repeats exactly) or measured (this machine's CPU time times each app's scale
+    /// factor) [env: DSM_COMPUTE] [default: counted].
+    #[arg(long, value_name = "counted|measured")]
+    pub compute: Option<String>,
     /// Coherence page size in KiB, 4 or 8 [env: DSM_PAGE_KB] [default: 8].
     #[arg(long)]
     pub page_kb: Option<String>,
@@ -163,6 +168,10 @@ pub struct CellConfig {
     pub runs: usize,
     /// The clock asked for (`wall` or `modeled`).
     pub clock: String,
+    /// The charge of computation asked for under the modeled clock (`counted` or
+    /// `measured`; empty under the wall clock).
+    #[serde(default)]
+    pub compute: String,
     pub page_bytes: usize,
     /// Where the homes came from: `first-touch`, `captured from CSM-DMS`, or first touch
     /// with the reason no homes were captured.
@@ -227,7 +236,7 @@ impl Cell {
     /// and representable (`dsm::MAX_VIRTUAL_NS`), the speedup the sequential time over
     /// the parallel one, and a scale factor in its bounds.
     fn check(&self) -> Result<(), String> {
-        if let Some(s) = &self.scale {
+        if let Some(s) = self.scale.as_ref().filter(|s| !s.counted()) {
             let wall = s.factor == 1.0;
             let bounds = crate::scale::MIN_FACTOR..=crate::scale::MAX_FACTOR;
             if !(wall || bounds.contains(&s.factor)) {
@@ -267,6 +276,8 @@ struct Plan {
     variants: Vec<Config>,
     size: Size,
     clock: ClockMode,
+    /// The charge of computation asked for (`--compute`).
+    compute: crate::scale::ComputeChoice,
     platform: dsm::platform::Platform,
     homes: HomesMode,
     out: PathBuf,
@@ -289,6 +300,9 @@ struct NodeCell {
     variant: String,
     homes_file: Option<PathBuf>,
     cpu_scale: f64,
+    /// Counted computation's costs per unit (`None`: measured).
+    #[serde(default)]
+    ns_per_unit: Option<Vec<f64>>,
 }
 
 pub fn table(a: TableArgs) -> anyhow::Result<()> {
@@ -364,6 +378,16 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
     let clock: ClockMode = parse_setting(setting(&a.clock, "--clock", "DSM_CLOCK", "modeled"), |v| {
         v.parse::<ClockMode>()
     })?;
+    let compute = parse_setting(setting(&a.compute, "--compute", "DSM_COMPUTE", "counted"), |v| {
+        match v.trim() {
+            "counted" => Ok(crate::scale::ComputeChoice::Counted),
+            "measured" => Ok(crate::scale::ComputeChoice::Measured),
+            _ => Err("expected counted or measured".to_string()),
+        }
+    })?;
+    if clock == ClockMode::Wall && a.compute.is_some() {
+        bail!("--compute applies to the modeled clock only, and this table uses the wall clock; add --clock modeled, or leave --compute out");
+    }
     let homes: HomesMode = a
         .homes
         .parse()
@@ -482,6 +506,7 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
         variants,
         size,
         clock,
+        compute,
         platform_digest: digest(dsm::platform::to_file_text(&platform).as_bytes()),
         platform,
         homes,
@@ -522,6 +547,7 @@ fn variant_config(
         stall_timeout: None,
         clock: Some(clock.to_string()),
         platform: Some(platform_name.to_string()),
+        compute: None,
         cpu_scale: None,
     };
     let mut config = cluster.config()?;
@@ -531,6 +557,22 @@ fn variant_config(
 }
 
 impl Plan {
+    /// Whether this table's cells are the paper's configuration, so that their figures
+    /// can be set beside Table 4's: the paper's inputs on 8 nodes x 4 processors under the
+    /// modeled clock on the built-in platform (its costs unchanged, by digest), its network
+    /// and 8 KiB pages.
+    pub(crate) fn comparable_to_paper(&self) -> bool {
+        let builtin = dsm::platform::by_name(dsm::platform::DEFAULT).expect("built in");
+        let c = &self.variants[0];
+        self.size == Size::Paper
+            && self.clock == ClockMode::Modeled
+            && self.platform_digest == digest(dsm::platform::to_file_text(&builtin).as_bytes())
+            && c.nodes == 8
+            && c.procs_per_node == 4
+            && c.profile.name == builtin.network
+            && c.page_bytes == 8192
+    }
+
     fn cell_path(&self, app: &str, variant: &str) -> PathBuf {
         self.out
             .join("cells")
@@ -596,6 +638,11 @@ impl Plan {
             build: crate::scale::build_identity().to_string(),
             runs: self.runs,
             clock: self.clock.to_string(),
+            compute: match (self.clock, self.compute) {
+                (ClockMode::Wall, _) => String::new(),
+                (_, crate::scale::ComputeChoice::Counted) => "counted".into(),
+                (_, crate::scale::ComputeChoice::Measured) => "measured".into(),
+            },
             page_bytes: config.page_bytes,
             homes,
             homes_digest,
@@ -611,6 +658,10 @@ impl Plan {
         let mut config = base.clone();
         config.homes_file = cell.homes_file.clone();
         config.cpu_scale = cell.cpu_scale;
+        config.compute = match &cell.ns_per_unit {
+            Some(ns) => dsm::Compute::Counted { ns_per_unit: ns.clone() },
+            None => dsm::Compute::Measured,
+        };
         config
     }
 }
@@ -707,18 +758,19 @@ impl<'a> Runner<'a> {
                     cells.push(cell);
                     continue;
                 }
+                let scale = scale.get_or_insert_with(|| {
+                    self.progress
+                        .step(&format!("{}: charge of computation", app.app.name()));
+                    self.scale(app.app)
+                        .map_err(|e| format!("charge of computation: {e:#}"))
+                });
+                let measured = scale.as_ref().map_or(true, |s| !s.counted());
                 let seq = seq.get_or_insert_with(|| {
                     self.progress
                         .step(&format!("{}: sequential", app.app.name()));
                     let modeled = self.plan.clock == ClockMode::Modeled;
-                    run_sequential(app.app, &app.params, &self.plan.platform, modeled)
+                    run_sequential(app.app, &app.params, &self.plan.platform, modeled, measured)
                         .map_err(|e| format!("sequential run: {e:#}"))
-                });
-                let scale = scale.get_or_insert_with(|| {
-                    self.progress
-                        .step(&format!("{}: CPU scale factor", app.app.name()));
-                    self.scale(app.app)
-                        .map_err(|e| format!("CPU scale factor: {e:#}"))
                 });
                 self.progress.step(&label);
                 let started = Instant::now();
@@ -798,13 +850,10 @@ impl<'a> Runner<'a> {
     /// The app's CPU scale factor: measured for the modeled clock, 1 for the wall clock.
     fn scale(&self, app: &dyn App) -> anyhow::Result<Scale> {
         match self.plan.clock {
-            ClockMode::Modeled => crate::scale::cpu_scale(app, &self.plan.platform),
-            ClockMode::Wall => Ok(Scale {
-                factor: 1.0,
-                platform_seq_s: 0.0,
-                our_seq_s: 0.0,
-                how: "wall clock: no scaling".into(),
-            }),
+            ClockMode::Modeled => {
+                crate::scale::charge(app, &self.plan.platform, None, self.plan.compute)
+            }
+            ClockMode::Wall => Ok(Scale::wall()),
         }
     }
 
@@ -854,6 +903,11 @@ impl<'a> Runner<'a> {
                     variant: config.variant.clone(),
                     homes_file: self.plan.homes_for(&config.app, &config.variant).1,
                     cpu_scale: scale_factor,
+                    ns_per_unit: scale
+                        .as_ref()
+                        .ok()
+                        .filter(|s| s.counted())
+                        .map(|s| s.ns_per_unit.clone()),
                 };
                 // The paper's "lowest values of three runs" (section 3.1), with `--runs`:
                 // the fastest verified run is kept; a run that fails ends the cell.
@@ -871,7 +925,7 @@ impl<'a> Runner<'a> {
                         Err(e) => (failed(format!("{e:#}")), String::new()),
                         Ok((par, report)) => {
                             let check = app.app.check(&seq.result, &par);
-                            let run = measure(seq, &par, &report, scale_factor);
+                            let run = measure(seq, &par, &report, &run_config);
                             let cell = Cell {
                                 config: config.clone(),
                                 scale: scale.as_ref().ok().cloned(),
@@ -913,9 +967,9 @@ fn measure(
     seq: &Sequential,
     par: &AppResult,
     report: &dsm::Report<()>,
-    scale_factor: f64,
+    config: &Config,
 ) -> Measurements {
-    let seq_s = seq.time_s(report.clock == ClockMode::Modeled.to_string(), scale_factor);
+    let seq_s = seq.time_s(config);
     let par_s = report.elapsed_ns as f64 / 1e9;
     let breakdown = report.procs.iter().fold(Breakdown::default(), |mut t, p| {
         t.user_ns = t.user_ns.saturating_add(p.breakdown.user_ns);

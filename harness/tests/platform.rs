@@ -101,7 +101,7 @@ fn a_dumped_platform_reads_back_and_runs_with_its_changes() {
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
     assert!(
-        out.contains("clock: modeled, platform what-if (network mc2 (latency_ns = 1000)), CPU scale factor 2.500 (given by --cpu-scale)"),
+        out.contains("clock: modeled, platform what-if (network mc2 (latency_ns = 1000)), computation: measured CPU time x 2.500 (given by --cpu-scale)"),
         "{out}"
     );
 }

@@ -33,7 +33,7 @@ pub struct WorkKind {
 pub fn ns_per_unit(kinds: &[WorkKind], platform_seq_s: f64) -> Option<Vec<f64>> {
     let weight = |k: &WorkKind| if kinds.len() == 1 { 1.0 } else { k.host_ns };
     let total: f64 = kinds.iter().map(|k| weight(k) * k.paper_units as f64).sum();
-    if kinds.is_empty() || !(total > 0.0) || !total.is_finite() {
+    if kinds.is_empty() || total.is_nan() || total <= 0.0 || !total.is_finite() {
         return None;
     }
     let per = platform_seq_s * 1e9 / total;

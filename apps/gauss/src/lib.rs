@@ -12,13 +12,22 @@
 //!
 //! # Shared data layout
 //!
-//! One row-major `f64` array, the augmented matrix `[A | b]`: each row, right-hand side
-//! included, is contiguous and written only by its owner (a separate `b` array would put
-//! the right-hand sides of all processors on the same pages). In shared memory each row
-//! starts on a page boundary ([`shared_row_stride`]), so that rows of different owners
-//! never share a page; without that, cyclic rows put two owners on almost every page and
-//! every pivot step twins, diffs and refetches every page. At `n = 2048` with 8 KiB pages
-//! the padded matrix is 50 MB (33.6 MB unpadded, as in Table 3).
+//! Two shared arrays: the matrix `A`, `n x n` `f64` row-major and unpadded (row `i` at
+//! `i * n`), and the right-hand side `b`, `n` `f64` in an array of its own. Row `i` of `A`
+//! and `b_i` are written only by the row's owner. At `n = 2048` this is 33.6 MB, the
+//! 33 Mbytes of Table 3, which is the size of the unpadded matrix; `b` adds 16 KB.
+//!
+//! The Cashmere paper calls Gauss "a locally-developed solver for a system of linear
+//! equations `Ax = B` using Gaussian Elimination and back-substitution" (section 3.2);
+//! its source was not found (searched: the public code index for TreadMarks, Cashmere
+//! and Rochester Gauss programs; the TreadMarks distribution's `sor.c` and FASTLINK's
+//! parallel sources are there, no Gauss). So the layout is the one Table 3's size implies
+//! and the paper's `Ax = B` names: `A` unpadded and `B` apart. Consequences on the DSM:
+//! with 8 KiB pages a row of 2048 doubles is exactly two pages, so rows of `A` never share
+//! a page at the paper size (at other sizes neighbouring rows, of different owners, do);
+//! `b` is two pages that every processor writes, a multi-writer page at each pivot step.
+//! (An earlier version kept `b_i` at the end of row `i` and padded every row to whole
+//! pages, 50 MB, so that owners never shared a page; see issue 17, section 4.)
 //!
 //! # Work distribution and synchronization of the parallel version
 //!
@@ -37,6 +46,18 @@
 //! Back-substitution is `O(n^2)` against the `O(n^3)` elimination; if it is ever spread over
 //! the owners (row `i` computed by its owner after the `x_j`, `j > i`, are flagged), the
 //! per-row [`solve_row`] keeps the result identical.
+//!
+//! # Counted work
+//!
+//! One kind of unit ([`WORK`], `dsm::work`): an **update**, one multiply-subtract of the
+//! elimination's row update (`a_ij -= a_ik a_kj` for `j > k`, and `b_i -= a_ik b_k`),
+//! counted by [`eliminate`] after each row (`n - k` units for pivot `k`), in the
+//! sequential and the parallel version alike. The elimination counts
+//! `(n - 1) n (n + 1) / 3` updates, 2,863,310,848 at `n = 2048`. There is no pivot search
+//! (the matrix is diagonally dominant); the pivot row's division ([`normalize`]),
+//! `n (n + 1) / 2` divisions in all, is 0.07% of the updates at `n = 2048` and is not
+//! counted. The parallel version's processors together count exactly the sequential
+//! version's updates (each row is eliminated by its owner only).
 
 use app_common::rng::SplitMix64;
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
@@ -55,46 +76,51 @@ pub fn rows_of(id: usize, nprocs: usize, n: usize) -> impl Iterator<Item = usize
     (id..n).step_by(nprocs)
 }
 
-/// Entries per row of the augmented matrix: `n` coefficients and the right-hand side.
-pub fn row_len(n: usize) -> usize {
-    n + 1
-}
+/// The counted work ([`dsm::work`]): one kind, the multiply-subtract of the row update.
+pub const WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
+    name: "update",
+    what: "one multiply-subtract of a row update: a_ij -= a_ik a_kj, or b_i -= a_ik b_k",
+    host_ns: 0.0,
+    // sum over pivots k of (n - 1 - k) rows x (n - k) entries = (n - 1) n (n + 1) / 3,
+    // at n = 2048.
+    paper_units: 2_863_310_848,
+}];
 
 /// The known solution.
 pub fn exact_solution(i: usize) -> f64 {
     (i % 7) as f64 - 3.0
 }
 
-/// Fills `row` (length `n + 1`) with row `i` of `[A | A x*]`.
-pub fn init_row(seed: u64, n: usize, i: usize, row: &mut [f64]) {
-    assert_eq!(row.len(), row_len(n), "row {i} has the wrong length");
+/// Fills `row` (length `n`) with row `i` of `A` and returns `b_i`, row `i` of `A x*`.
+pub fn init_row(seed: u64, n: usize, i: usize, row: &mut [f64]) -> f64 {
+    assert_eq!(row.len(), n, "row {i} has the wrong length");
     // Hashing (seed, row) gives every row its own stream, so any processor can build its
     // rows in any order.
     let key = seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
     let mut rng = SplitMix64::new(SplitMix64::new(key).next_u64());
-    for (j, a) in row[..n].iter_mut().enumerate() {
+    for (j, a) in row.iter_mut().enumerate() {
         let u = 2.0 * rng.next_f64() - 1.0;
         *a = if j == i { 2.0 * n as f64 } else { u };
     }
-    row[n] = row[..n]
-        .iter()
+    row.iter()
         .enumerate()
         .map(|(j, a)| a * exact_solution(j))
-        .sum();
+        .sum()
 }
 
-/// The augmented matrix of the whole system.
-pub fn system(seed: u64, n: usize) -> Vec<f64> {
-    let mut m = vec![0.0; n * row_len(n)];
-    for (i, row) in m.chunks_exact_mut(row_len(n)).enumerate() {
-        init_row(seed, n, i, row);
+/// The whole system: `A` (`n x n`, row-major) and `b`.
+pub fn system(seed: u64, n: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut a = vec![0.0; n * n];
+    let mut b = vec![0.0; n];
+    for (i, row) in a.chunks_exact_mut(n.max(1)).enumerate() {
+        b[i] = init_row(seed, n, i, row);
     }
-    m
+    (a, b)
 }
 
-/// Makes row `k` (eliminated by pivots `0..k`) a pivot row: divides it by its diagonal
-/// entry, which becomes 1.
-pub fn normalize(row: &mut [f64], k: usize) {
+/// Makes row `k` (eliminated by pivots `0..k`) a pivot row: divides it and its right-hand
+/// side `b_k` by its diagonal entry, which becomes 1.
+pub fn normalize(row: &mut [f64], b_k: &mut f64, k: usize) {
     let pivot = row[k];
     assert!(
         pivot != 0.0,
@@ -104,59 +130,51 @@ pub fn normalize(row: &mut [f64], k: usize) {
     for a in &mut row[k + 1..] {
         *a /= pivot;
     }
+    *b_k /= pivot;
 }
 
-/// Eliminates column `k` from `row` with the normalized pivot row `pivot`.
-pub fn eliminate(row: &mut [f64], pivot: &[f64], k: usize) {
+/// Eliminates column `k` from `row` (right-hand side `b_i`) with the normalized pivot row
+/// `pivot` (right-hand side `b_k`), and counts its `n - k` multiply-subtracts.
+pub fn eliminate(row: &mut [f64], b_i: &mut f64, pivot: &[f64], b_k: f64, k: usize) {
     let factor = row[k];
     row[k] = 0.0;
     for (a, p) in row[k + 1..].iter_mut().zip(&pivot[k + 1..]) {
         *a -= factor * p;
     }
+    *b_i -= factor * b_k;
+    dsm::work::count(0, (row.len() - k) as u64);
 }
 
 /// Forward elimination of the whole system, pivot by pivot.
-pub fn factor(m: &mut [f64], n: usize) {
-    let w = row_len(n);
+pub fn factor(a: &mut [f64], b: &mut [f64], n: usize) {
     for k in 0..n {
-        let (done, rest) = m.split_at_mut((k + 1) * w);
-        let pivot = &mut done[k * w..];
-        normalize(pivot, k);
-        for row in rest.chunks_exact_mut(w) {
-            eliminate(row, pivot, k);
+        let (done, rest) = a.split_at_mut((k + 1) * n);
+        let pivot = &mut done[k * n..];
+        let (b_done, b_rest) = b.split_at_mut(k + 1);
+        normalize(pivot, &mut b_done[k], k);
+        for (row, b_i) in rest.chunks_exact_mut(n).zip(b_rest) {
+            eliminate(row, b_i, pivot, b_done[k], k);
         }
     }
 }
 
-/// `x_i` from the normalized row `i` and the already known `x_j`, `j > i`: the right-hand
-/// side minus `a_ij x_j` for `j = i + 1, ..., n - 1` in that order.
-pub fn solve_row(row: &[f64], x: &[f64], i: usize) -> f64 {
+/// `x_i` from the normalized row `i`, its right-hand side `b_i` and the already known
+/// `x_j`, `j > i`: `b_i` minus `a_ij x_j` for `j = i + 1, ..., n - 1` in that order.
+pub fn solve_row(row: &[f64], b_i: f64, x: &[f64], i: usize) -> f64 {
     let n = x.len();
     row[i + 1..n]
         .iter()
         .zip(&x[i + 1..])
-        .fold(row[n], |acc, (a, xj)| acc - a * xj)
+        .fold(b_i, |acc, (a, xj)| acc - a * xj)
 }
 
 /// Back-substitution on the eliminated (unit upper triangular) system.
-pub fn back_substitute(m: &[f64], n: usize) -> Vec<f64> {
-    back_substitute_strided(m, n, row_len(n))
-}
-
-/// Back-substitution on a matrix whose rows start `stride` entries apart.
-pub fn back_substitute_strided(m: &[f64], n: usize, stride: usize) -> Vec<f64> {
+pub fn back_substitute(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
     let mut x = vec![0.0; n];
     for i in (0..n).rev() {
-        x[i] = solve_row(&m[i * stride..i * stride + row_len(n)], &x, i);
+        x[i] = solve_row(&a[i * n..(i + 1) * n], b[i], &x, i);
     }
     x
-}
-
-/// Entries between row starts in the shared matrix: a row rounded up to whole DSM pages,
-/// so that each row (written only by its owner) has pages of its own.
-pub fn shared_row_stride(n: usize, page_bytes: usize) -> usize {
-    let per_page = page_bytes / std::mem::size_of::<f64>();
-    row_len(n).div_ceil(per_page) * per_page
 }
 
 /// The largest distance of `x` from the known solution.
@@ -222,16 +240,20 @@ impl App for Gauss {
 
     fn data_bytes(&self, params: &Params) -> Result<u64, AppError> {
         let (n, _) = order_and_seed(params)?;
-        Ok(n as u64 * (n as u64 + 1) * 8)
+        Ok((n as u64 * n as u64 + n as u64) * 8)
     }
 
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let (n, seed) = order_and_seed(params)?;
-        let mut m = system(seed, n);
+        let (mut a, mut b) = system(seed, n);
         app_common::timing::start(); // the elimination, not the input or the check
-        factor(&mut m, n);
+        factor(&mut a, &mut b, n);
         app_common::timing::stop();
-        Ok(summary(max_error(&back_substitute(&m, n))))
+        Ok(summary(max_error(&back_substitute(&a, &b, n))))
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK
     }
 
     fn parallel(

@@ -41,8 +41,8 @@
 //!   changes.
 //! * `base`: the starting arrays ([`Problem::base`]), same shape, written once by the
 //!   master and read-only after.
-//! * `contrib`: one contribution row of `ngeno` `f64` per processor, each padded to whole
-//!   pages ([`parallel::contrib_stride`]).
+//! * `contrib`: one contribution row of `ngeno` `f64` per processor, row `p` at
+//!   `p * ngeno`, unpadded: neighbouring processors' rows share the pages at their ends.
 //! * `thetas`: the recombination fractions of the evaluation (written by the master).
 //! * `control`: run or done, written by the master before the barrier that starts an
 //!   evaluation; `summary`: the estimate, written by the master before the final barrier.
@@ -64,23 +64,78 @@
 //!    a. every processor calls [`peel::prepare`] (reads the family's arrays, same answer
 //!    everywhere);
 //!    b. if [`peel::Job::work`] is below [`peel::MASTER_ALONE_WORK`] the master runs
-//!    [`peel::family_kernel`] over all positions alone; otherwise each processor runs it
-//!    over [`peel::stripe`]`(id, nprocs, n_outer)` into its own `contrib` row, then
-//!    **barrier**;
-//!    c. the master [`peel::combine_strided`]s the rows (in processor order; only its own
-//!    row when it worked alone) into the target's array and [`peel::rescale`]s it,
-//!    adding the log-scale to the pedigree's total; **barrier** (the next family may read
-//!    the target, and its kernels overwrite the rows just read). The kernel zeroes the
-//!    row it writes, so no other clearing is needed.
+//!    [`peel::family_kernel`] over all positions alone into its own `contrib` row,
+//!    [`peel::combine_strided`]s it into the connector's array and [`peel::rescale`]s it;
+//!    c. otherwise, peeling **up** (onto a parent), each processor runs the kernel over
+//!    [`peel::stripe`]`(id, nprocs, n_outer)` into a private buffer; **barrier** (all
+//!    have read the family's arrays); each writes the genotypes of its stripe straight
+//!    into the connector's array in `genarrays`; **barrier**; the master rescales it;
+//!    d. otherwise, peeling **down** (onto a child, whose every genotype gets terms from
+//!    every stripe), each processor runs the kernel over its stripe into its own
+//!    `contrib` row; **barrier**; the master adds the rows in processor order into the
+//!    connector's array ([`peel::combine_strided`]) and rescales it;
+//!    e. **barrier** (the next family may read the connector, and its kernels overwrite
+//!    the rows just read). The kernel zeroes the buffer it writes, so no other clearing
+//!    is needed. The rescale's log adds to the pedigree's total.
 //! 3. The master sums each pedigree's root array ([`peel::pedigree_ln_likelihoods`] shows
 //!    the sequential order) and returns `-2 ln L` to the optimizer; the others wait at the
 //!    barrier of the next evaluation.
 //!
 //! Peeling up, every genotype of the target is computed by one processor with the same
-//! arithmetic as sequentially, so the result is exact. Peeling down (onto a child), each
-//! processor sums its stripe's terms and the master adds the partial sums: the order of
-//! summation differs from the sequential one, so the likelihood differs in the last bits
-//! and [`Ilink::check`] uses a tolerance (see there).
+//! arithmetic as sequentially and stored as it is, so the result is exact. Peeling down
+//! (onto a child), each processor sums its stripe's terms and the master adds the
+//! partial sums: the order of summation differs from the sequential one, so the
+//! likelihood differs in the last bits and [`Ilink::check`] uses a tolerance (see
+//! there).
+//!
+//! # Sources for the sharing
+//!
+//! The paper ran ILINK from FASTLINK 2.3P on the CLP pedigrees; neither is public here:
+//! the pedigrees stay generated ([`generate`], 15 MB of shared data as Table 3's CLP).
+//! The public code index searched for this layout holds two files of parallel FASTLINK
+//! 4.1P (the TreadMarks version), found by their text; the index does not name their
+//! repository, and the file names here are inferred from the contents: `commondefs.h`
+//! (its globals, among them the shared `GlobalMemory` with each master's parents' and
+//! child's array pointers `pgenptr`, `qgenptr`, `rgenptr` and the per-processor bounds
+//! `pprocbase`/`pprocfence`, `qprocbase`/`qprocfence` into the parents'
+//! nonzero-genotype lists; `arrgene`, per-processor arrays in shared memory;
+//! `arrpsumcache`/`arrqsumcache`, "individual global qsumcaches that can be summed")
+//! and `comlike.c` (`likelihood` and `allocgen`; in `allocgen` processor 0
+//! `Tmk_malloc`s the genotype arrays of the `genbank` one by one, then `arrgene[i]`,
+//! `maxfemgen` doubles for each processor `i`, one `Tmk_malloc` each, with no page
+//! padding). The nuclear-family routines that write and add those arrays were not in
+//! the index. So: the genotype arrays stay one shared pool; the per-processor rows are
+//! unpadded and contiguous, as `arrgene`; peeling up, where each genotype of the parent
+//! comes from one processor, the processors write their stripes into the shared array
+//! themselves (the reading of issue 17, section 4); peeling down, where every stripe
+//! adds to every genotype of the child, the master adds the rows, as Lu, Dwarkadas, Cox
+//! and Zwaenepoel describe for TreadMarks ILINK ("the master sums up the contributions
+//! of each of the processors", JPDC 43(2), 1997). The stripes stay round robin as that
+//! paper describes; FASTLINK 4.1P's per-processor bounds (`pprocbase`/`pprocfence`, set
+//! from measured row times, `rowfence`) are not followed, since the paper ran 2.3P and
+//! how 2.3P divided the list is not known here.
+//!
+//! # Counted work
+//!
+//! One kind of unit ([`WORK`], `dsm::work`): a **term**, one multiply-add of the
+//! peeling's inner loops, counted by [`peel::family_kernel`] after each outer genotype:
+//! per nonzero genotype of each child folded, one per gamete of the outer genotype; per
+//! pair of nonzero parental genotypes, one per gamete of the inner genotype for each child
+//! visited (and one more per gamete peeling down); peeling down, one per outer gamete and
+//! haplotype of the scatter. [`peel::combine_strided`] counts one per genotype and
+//! processor row added, [`peel::rescale`] one per genotype. The sequential version counts
+//! 18,425,131,166 terms at the paper's input (host 2.1 ns a term). The optimizer's own
+//! arithmetic (a few hundred flops per evaluation) is not counted.
+//!
+//! The parallel version's total differs from the sequential one: for every family peeled
+//! down in parallel the master adds `nprocs` rows, not one, and for every family peeled up
+//! in parallel it adds none (the stripes are stored in place). Measured at the paper's
+//! input on 8 x 4 (CSM-DMS), the processors together count 18,421,895,216 terms, 0.9998 of
+//! the sequential count: the two nearly cancel. What the parallel version adds is
+//! serialization, not work: the master counts 686.5 M terms against 572.1 M for the
+//! average other processor (554-590 M), 114 M terms (0.6% of the total, about 1.3 s of
+//! the platform's 212.7 s) that the others wait for: the families below
+//! [`peel::MASTER_ALONE_WORK`], the combines and the rescales.
 
 pub mod generate;
 pub mod linkage;
@@ -167,13 +222,24 @@ impl Problem {
         -2.0 * self.pedigree_ln_likelihoods(thetas, ws).iter().sum::<f64>()
     }
 
-    /// Bytes of shared data of the parallel version with `nprocs` processors and pages
-    /// of `page_bytes`: `genarrays`, `base` and the padded contribution rows.
-    pub fn shared_bytes(&self, nprocs: usize, page_bytes: usize) -> usize {
+    /// Bytes of shared data of the parallel version with `nprocs` processors:
+    /// `genarrays`, `base` and the contribution rows.
+    pub fn shared_bytes(&self, nprocs: usize) -> usize {
         let g = self.model.ngeno;
-        8 * (2 * g * self.pedigrees.nperson + nprocs * parallel::contrib_stride(g, page_bytes))
+        8 * (2 * g * self.pedigrees.nperson + nprocs * g)
     }
 }
+
+/// The counted work ([`dsm::work`]): one kind, a gamete term of the peeling.
+pub const WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
+    name: "term",
+    what: "one gamete term of a family's peeling: a transmission probability times a genotype \
+           weight added in (child folds, inner-parent sums, the scatter onto a child), or one \
+           entry of the combine or the rescale",
+    host_ns: 0.0,
+    // Counted by the sequential version at the paper's input (`cashmere calibrate`).
+    paper_units: 18_425_131_166,
+}];
 
 /// The maximum-likelihood estimate.
 #[derive(Clone, Debug, PartialEq)]
@@ -366,6 +432,10 @@ impl App for Ilink {
         Ok(AppResult::new()
             .with("thetas", Value::F64s(est.thetas))
             .f64("neg2_ln_like", est.neg2_ln_like))
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK
     }
 
     fn parallel(

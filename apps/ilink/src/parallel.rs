@@ -8,9 +8,10 @@
 //! * `genarrays`: `nperson x ngeno` `f64`, the genotype arrays (the master copies them from
 //!   `base` before the first evaluation, so node 0 is their home);
 //! * `base`: the starting arrays, written once by the master, read-only after;
-//! * `contrib`: one contribution row per processor, each padded to whole pages (row `p`
-//!   at `p * stride`) so that no two processors write the same page; each processor
-//!   zeroes its own row at the start (first touch makes its node the row's home);
+//! * `contrib`: one contribution row of `ngeno` per processor, unpadded (row `p` at
+//!   `p * ngeno`, as FASTLINK's per-processor `arrgene` arrays): neighbouring rows share
+//!   the pages at their ends; each processor zeroes its own row at the start (first touch
+//!   makes the home of a page the node of whoever touches it first);
 //! * `thetas`: the recombination fractions of the current evaluation;
 //! * `control`: one word, [`RUN`] or [`DONE`], written by the master before the barrier
 //!   that starts an evaluation;
@@ -25,12 +26,14 @@
 //!    build their gamete table from `thetas`.
 //! 2. For each family in peeling order, every processor runs [`peel::prepare`]. A family
 //!    below [`peel::MASTER_ALONE_WORK`] is peeled by the master alone into its own row,
-//!    combined and rescaled. Otherwise each processor runs the kernel over its
-//!    [`peel::stripe`] into its row; **barrier**; the master combines the rows in
-//!    processor order into the connector's array and rescales it. Then **barrier**: the
-//!    next family reads the connector, and its kernels overwrite the rows the master has
-//!    just read. (An evaluation without families still ends with one barrier, so that
-//!    the others have read `control` before the master writes it again.)
+//!    combined and rescaled. Otherwise, peeling up, each processor runs the kernel over
+//!    its [`peel::stripe`] into a private buffer; **barrier**; each stores its stripe's
+//!    genotypes into the connector's array; **barrier**; the master rescales it. Peeling
+//!    down, each processor runs the kernel into its row; **barrier**; the master combines
+//!    the rows in processor order into the connector's array and rescales it. Then
+//!    **barrier**: the next family reads the connector, and its kernels overwrite the
+//!    rows the master has just read. (An evaluation without families still ends with one
+//!    barrier, so that the others have read `control` before the master writes it again.)
 //! 3. The master sums each pedigree's root arrays and hands the log-likelihoods to the
 //!    optimizer.
 //!
@@ -54,18 +57,10 @@ struct Ctx {
     genarrays: Shared<f64>,
     base: Shared<f64>,
     contrib: Shared<f64>,
-    /// Distance between two processors' rows of `contrib`, in `f64`s.
-    stride: usize,
     thetas: Shared<f64>,
     control: Shared<u64>,
     summary: Shared<f64>,
     bar: Barrier,
-}
-
-/// The length of one processor's contribution row: `ngeno` rounded up to whole pages.
-pub fn contrib_stride(ngeno: usize, page_bytes: usize) -> usize {
-    let per_page = (page_bytes / std::mem::size_of::<f64>()).max(1);
-    ngeno.div_ceil(per_page) * per_page
 }
 
 /// Estimates the recombination fractions of `problem` on the cluster `config` describes.
@@ -74,14 +69,12 @@ pub fn run_parallel(
     config: &dsm::Config,
 ) -> Result<(AppResult, dsm::Report<()>), AppError> {
     let g = problem.model.ngeno;
-    let stride = contrib_stride(g, config.page_bytes);
     let nthetas = problem.data.thetas.len();
     let report = dsm::Cluster::new(config.clone()).run(|s| {
         let ctx = Ctx {
             genarrays: s.alloc_named::<f64>(problem.pedigrees.nperson * g, "ilink genarrays"),
             base: s.alloc_named::<f64>(problem.pedigrees.nperson * g, "ilink starting arrays"),
-            contrib: s.alloc_named::<f64>(s.nprocs() * stride, "ilink contributions"),
-            stride,
+            contrib: s.alloc_named::<f64>(s.nprocs() * g, "ilink contributions"),
             thetas: s.alloc_named::<f64>(nthetas, "ilink thetas"),
             control: s.alloc_named::<u64>(1, "ilink control"),
             summary: s.alloc_named::<f64>(nthetas + 1, "ilink estimate"),
@@ -91,10 +84,11 @@ pub fn run_parallel(
             // Timed: the estimate, from the start (the problem is built before the run).
             p.start_timing();
             let mut scratch = Scratch::default();
+            let mut private = Vec::new();
             // SAFETY: each processor writes only its own row; nobody reads rows before
             // the first barrier.
             let rows = unsafe { ctx.contrib.as_mut_slice() };
-            rows[p.id() * stride..][..stride].fill(0.0);
+            rows[p.id() * g..][..g].fill(0.0);
             if p.id() != 0 {
                 loop {
                     ctx.bar.wait(p);
@@ -102,7 +96,7 @@ pub fn run_parallel(
                         p.stop_timing();
                         return None;
                     }
-                    peel_evaluation(p, problem, &ctx, &mut scratch);
+                    peel_evaluation(p, problem, &ctx, &mut scratch, &mut private);
                 }
             }
             // SAFETY: the master alone writes base and genarrays before the first
@@ -112,7 +106,7 @@ pub fn run_parallel(
             arrays.copy_from_slice(base);
             let outcome = estimate_with(problem, |thetas| {
                 start_evaluation(p, problem, &ctx, thetas);
-                peel_evaluation(p, problem, &ctx, &mut scratch)
+                peel_evaluation(p, problem, &ctx, &mut scratch, &mut private)
             });
             if let Ok(est) = &outcome {
                 // SAFETY: between the last evaluation's final barrier and the next one,
@@ -173,11 +167,18 @@ fn start_evaluation(p: &Proc, problem: &Problem, ctx: &Ctx, thetas: &[f64]) {
 
 /// Steps 2 and 3 on processor `p`, after the barrier that started the evaluation. The
 /// master returns each pedigree's log-likelihood; the others an empty vector.
-fn peel_evaluation(p: &Proc, problem: &Problem, ctx: &Ctx, scratch: &mut Scratch) -> Vec<f64> {
+fn peel_evaluation(
+    p: &Proc,
+    problem: &Problem,
+    ctx: &Ctx,
+    scratch: &mut Scratch,
+    private: &mut Vec<f64>,
+) -> Vec<f64> {
     let (model, peds) = (&problem.model, &problem.pedigrees);
     let g = model.ngeno;
     let (id, nprocs) = (p.id(), p.nprocs());
     let master = id == 0;
+    private.resize(g, 0.0);
     // SAFETY: the master wrote the thetas before the starting barrier and writes them
     // again only after the evaluation's last barrier.
     let gam = Gametes::new(model, unsafe { ctx.thetas.as_slice() });
@@ -191,31 +192,81 @@ fn peel_evaluation(p: &Proc, problem: &Problem, ctx: &Ctx, scratch: &mut Scratch
         let mut ln_like = 0.0;
         for fam in &peds.families[fams.clone()] {
             // SAFETY: nobody writes genarrays between the barrier before this family and
-            // the one after its kernels; each processor writes only its own row.
-            let (arrays, rows) = unsafe { (ctx.genarrays.as_slice(), ctx.contrib.as_mut_slice()) };
-            let job = peel::prepare(model, peds, fam, arrays, scratch);
+            // the first barrier after its kernels.
+            let job = peel::prepare(
+                model,
+                peds,
+                fam,
+                unsafe { ctx.genarrays.as_slice() },
+                scratch,
+            );
+            let t = job.target(peds) as usize;
             let alone = job.work() < peel::MASTER_ALONE_WORK;
-            let row = &mut rows[id * ctx.stride..][..g];
-            if !alone {
-                let mine = peel::stripe(id, nprocs, job.n_outer);
-                peel::family_kernel(&tables, &job, arrays, mine, scratch, row);
+            if alone {
+                if master {
+                    // SAFETY: the master alone works on this family; the others wait at
+                    // the barrier below, and nobody reads the master's row meanwhile.
+                    let (arrays, rows) =
+                        unsafe { (ctx.genarrays.as_mut_slice(), ctx.contrib.as_mut_slice()) };
+                    let row = &mut rows[..g];
+                    peel::family_kernel(&tables, &job, arrays, 0..job.n_outer, scratch, row);
+                    let target = &mut arrays[t * g..(t + 1) * g];
+                    peel::combine_strided(&job, target, &rows[..g], g, 1);
+                    ln_like += peel::rescale(target);
+                }
+            } else if job.down.is_none() {
+                // Peeling up: every genotype of the connector is computed by one
+                // processor, which writes its stripe straight into the connector's array.
+                {
+                    // SAFETY: nobody writes genarrays until the barrier below.
+                    let arrays = unsafe { ctx.genarrays.as_slice() };
+                    let mine = peel::stripe(id, nprocs, job.n_outer);
+                    peel::family_kernel(&tables, &job, arrays, mine, scratch, private);
+                }
+                // Everyone has read the parents' and children's arrays.
                 ctx.bar.wait(p);
-            } else if master {
-                peel::family_kernel(&tables, &job, arrays, 0..job.n_outer, scratch, row);
+                {
+                    // SAFETY: each processor writes only the connector's genotypes of its
+                    // own stripe; nobody reads the connector until the next barrier.
+                    let arrays = unsafe { ctx.genarrays.as_mut_slice() };
+                    let target = &mut arrays[t * g..(t + 1) * g];
+                    for pos in peel::stripe(id, nprocs, job.n_outer) {
+                        let go = scratch.outer_nz[pos] as usize;
+                        target[go] = private[go];
+                    }
+                }
+                ctx.bar.wait(p);
+                if master {
+                    // SAFETY: the stripes were written before the barrier above; the
+                    // others wait at the next one.
+                    let arrays = unsafe { ctx.genarrays.as_mut_slice() };
+                    ln_like += peel::rescale(&mut arrays[t * g..(t + 1) * g]);
+                }
+            } else {
+                // Peeling down: every processor's stripe adds to every genotype of the
+                // child, so each writes its own row of `contrib` and the master adds them.
+                {
+                    // SAFETY: nobody writes genarrays until the barrier below; each
+                    // processor writes only its own row.
+                    let (arrays, rows) =
+                        unsafe { (ctx.genarrays.as_slice(), ctx.contrib.as_mut_slice()) };
+                    let mine = peel::stripe(id, nprocs, job.n_outer);
+                    let row = &mut rows[id * g..(id + 1) * g];
+                    peel::family_kernel(&tables, &job, arrays, mine, scratch, row);
+                }
+                ctx.bar.wait(p);
+                if master {
+                    // SAFETY: the others wrote their rows before the barrier above and
+                    // wait at the next one; the master alone writes the connector.
+                    let (arrays, rows) =
+                        unsafe { (ctx.genarrays.as_mut_slice(), ctx.contrib.as_slice()) };
+                    let target = &mut arrays[t * g..(t + 1) * g];
+                    peel::combine_strided(&job, target, rows, g, nprocs);
+                    ln_like += peel::rescale(target);
+                }
             }
-            if master {
-                // The others wrote their rows before the barrier above (or the master
-                // peeled alone) and wait at the next one; the master alone writes the
-                // connector's array, which nobody reads until that barrier.
-                // SAFETY: as just said.
-                let (arrays, rows) =
-                    unsafe { (ctx.genarrays.as_mut_slice(), ctx.contrib.as_slice()) };
-                let t = job.target(peds) as usize;
-                let target = &mut arrays[t * g..(t + 1) * g];
-                let n = if alone { 1 } else { nprocs };
-                peel::combine_strided(&job, target, rows, ctx.stride, n);
-                ln_like += peel::rescale(target);
-            }
+            // The next family may read the connector, and its kernels overwrite the rows
+            // the master has just read.
             ctx.bar.wait(p);
         }
         if master {

@@ -35,8 +35,10 @@
 //! the processors" (Lu, Dwarkadas, Cox and Zwaenepoel, "Quantifying the performance
 //! differences between PVM and TreadMarks", JPDC 43(2), 1997, on ILINK). Here processor
 //! `id` of `nprocs` takes the positions [`stripe`]`(id, nprocs, n)` of the outer parent's
-//! nonzero list and writes its own contribution array; [`combine`] adds the contributions
-//! in processor order into the connector's array; [`rescale`] divides that array by its
+//! nonzero list and writes its own contribution array; peeling down, [`combine`] adds the
+//! contributions in processor order into the connector's array (peeling up, where each
+//! genotype comes from one processor, the parallel version stores each stripe into the
+//! connector's array directly, see [`crate::parallel`]); [`rescale`] divides that array by its
 //! largest entry and returns the logarithm of the factor, which keeps long pedigrees from
 //! underflowing. Families whose work ([`Job::work`]) is below [`MASTER_ALONE_WORK`] are
 //! done by the master alone, as parallel FASTLINK does for small families.
@@ -213,6 +215,9 @@ fn schedule_pedigree(
     Ok(())
 }
 
+/// The kind of unit ([`crate::WORK`]) the peeling counts: a gamete term.
+pub const WORK_TERM: usize = 0;
+
 /// Below this much work (outer x inner nonzero genotypes x children) the master peels a
 /// family alone: splitting it would cost more in synchronization than it saves.
 pub const MASTER_ALONE_WORK: usize = 20_000;
@@ -376,6 +381,8 @@ pub fn family_kernel(
         let go = outer_nz[pos] as usize;
         let w_outer = a_outer[go];
         let (o_haps, o_probs) = gam.of(go);
+        // Counted work: gamete terms of this outer genotype (crate documentation).
+        let mut terms = 0u64;
         // Fold each child (but the target) over the outer parent's gametes, scattering
         // from the child's nonzero genotypes {x, y}: gamete b = x leaves a = y and b = y
         // leaves a = x.
@@ -386,7 +393,9 @@ pub fn family_kernel(
             let qi = &mut q[i * h..(i + 1) * h];
             qi.fill(0.0);
             let a_child = person_array(genarrays, g, c);
-            for &gc in &child_nz[child_nz_start[i]..child_nz_start[i + 1]] {
+            let nz = &child_nz[child_nz_start[i]..child_nz_start[i + 1]];
+            terms += (nz.len() * o_haps.len()) as u64;
+            for &gc in nz {
                 let (x, y) = model.haps(gc as usize);
                 let w = a_child[gc as usize];
                 for (&b, &pb) in o_haps.iter().zip(o_probs) {
@@ -410,6 +419,7 @@ pub fn family_kernel(
                     continue;
                 }
                 let qi = &q[i * h..(i + 1) * h];
+                terms += i_haps.len() as u64;
                 let s: f64 = i_haps
                     .iter()
                     .zip(i_probs)
@@ -424,6 +434,7 @@ pub fn family_kernel(
                 continue;
             }
             if down.is_some() {
+                terms += i_haps.len() as u64;
                 for (&a, &pa) in i_haps.iter().zip(i_probs) {
                     v[a as usize] += prod * pa;
                 }
@@ -432,6 +443,7 @@ pub fn family_kernel(
             }
         }
         if down.is_some() {
+            terms += (o_haps.len() * h) as u64;
             for (&b, &pb) in o_haps.iter().zip(o_probs) {
                 let wb = w_outer * pb;
                 for (a, va) in v.iter().enumerate() {
@@ -444,6 +456,7 @@ pub fn family_kernel(
         } else {
             out[go] = w_outer * acc;
         }
+        dsm::work::count(WORK_TERM, terms);
     }
 }
 
@@ -454,8 +467,7 @@ pub fn combine(job: &Job, target: &mut [f64], contribs: &[f64], nprocs: usize) {
     combine_strided(job, target, contribs, target.len(), nprocs);
 }
 
-/// [`combine`] with processor `p`'s contributions at `contribs[p * stride ..]` (the
-/// parallel version pads each processor's row to whole pages).
+/// [`combine`] with processor `p`'s contributions at `contribs[p * stride ..]`.
 pub fn combine_strided(
     job: &Job,
     target: &mut [f64],
@@ -472,6 +484,7 @@ pub fn combine_strided(
         }
         *t = if job.down.is_some() { *t * s } else { s };
     }
+    dsm::work::count(WORK_TERM, (g * nprocs) as u64);
 }
 
 /// Divides `array` by its largest entry and returns the natural logarithm of that entry
@@ -485,6 +498,7 @@ pub fn rescale(array: &mut [f64]) -> f64 {
     for x in array.iter_mut() {
         *x *= inv;
     }
+    dsm::work::count(WORK_TERM, array.len() as u64);
     max.ln()
 }
 

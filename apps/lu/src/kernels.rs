@@ -13,6 +13,43 @@
 
 use crate::layout::{BlockView, Layout, Owners};
 
+/// The one kind of unit the kernels count (`dsm::work`): a **flop** here is one step of
+/// an inner loop, either one element of a `daxpy` (a multiply-add) or one division by a
+/// pivot. Each kernel counts its block's units once it is done with the block.
+pub const FLOP: usize = 0;
+
+/// Units of [`lu0`] on an `n x n` block: for each `k`, each of the `n - k - 1` later
+/// columns takes a division and a `daxpy` of `n - k - 1`; summed, `(n^3 - n) / 3`.
+pub fn lu0_units(n: usize) -> u64 {
+    let n = n as u64;
+    (n * n * n - n) / 3
+}
+
+/// Units of [`bdiv`]: for each `k < dimk`, `dimk - k - 1` `daxpy`s of `dimi`.
+pub fn bdiv_units(dimi: usize, dimk: usize) -> u64 {
+    let (dimi, dimk) = (dimi as u64, dimk as u64);
+    dimi * (dimk * dimk.saturating_sub(1) / 2)
+}
+
+/// Units of [`bmodd`]: for each `k < dimi` and each of the `dimj` columns, a division and
+/// a `daxpy` of `dimi - k - 1`, so `dimi - k` units; summed, `dimj * dimi (dimi + 1) / 2`.
+pub fn bmodd_units(dimi: usize, dimj: usize) -> u64 {
+    let (dimi, dimj) = (dimi as u64, dimj as u64);
+    dimj * (dimi * (dimi + 1) / 2)
+}
+
+/// Units of [`bmod`]: `dimk x dimj` `daxpy`s of `dimi`.
+pub fn bmod_units(dimi: usize, dimj: usize, dimk: usize) -> u64 {
+    dimi as u64 * dimj as u64 * dimk as u64
+}
+
+/// Units of the whole factorization of an `n x n` matrix, whatever the block size: every
+/// pivot `k` divides the `n - k - 1` elements right of it and updates each of them with a
+/// column of `n - k - 1` multiply-adds, as unblocked LU does; summed, `(n^3 - n) / 3`.
+pub fn factor_units(n: usize) -> u64 {
+    lu0_units(n)
+}
+
 /// `y[i] += alpha * x[i]` (SPLASH-2 `daxpy`).
 #[inline]
 pub fn daxpy(y: &mut [f64], x: &[f64], alpha: f64) {
@@ -52,6 +89,7 @@ pub fn lu0(a: &mut [f64], d: BlockView) {
             daxpy_within(a, d.at(k + 1, j), d.at(k + 1, k), n - k - 1, alpha);
         }
     }
+    dsm::work::count(FLOP, lu0_units(n));
 }
 
 /// Divides block `blk` below the diagonal by the factored diagonal block `diag`
@@ -69,6 +107,7 @@ pub fn bdiv(a: &mut [f64], blk: BlockView, diag: BlockView) {
             daxpy_within(a, blk.at(0, j), blk.at(0, k), dimi, alpha);
         }
     }
+    dsm::work::count(FLOP, bdiv_units(dimi, dimk));
 }
 
 /// Divides block `blk` right of the diagonal by the factored diagonal block `diag`
@@ -89,6 +128,7 @@ pub fn bmodd(a: &mut [f64], diag: BlockView, blk: BlockView) {
             daxpy_within(a, blk.at(k + 1, j), diag.at(k + 1, k), dimi - k - 1, alpha);
         }
     }
+    dsm::work::count(FLOP, bmodd_units(dimi, dimj));
 }
 
 /// Updates interior block `c -= l * u` (SPLASH-2 `bmod`): for each `k`, for each
@@ -105,6 +145,7 @@ pub fn bmod(a: &mut [f64], l: BlockView, u: BlockView, c: BlockView) {
             daxpy_within(a, c.at(0, j), l.at(0, k), dimi, alpha);
         }
     }
+    dsm::work::count(FLOP, bmod_units(dimi, dimj, dimk));
 }
 
 /// Step `bk`, phase 1: factor the diagonal block. Its owner does this.
@@ -256,6 +297,27 @@ mod tests {
             }
         }
         prod
+    }
+
+    #[test]
+    fn every_blocking_counts_the_flops_of_unblocked_lu() {
+        // Block sizes with and without edge blocks, and one block for the whole matrix.
+        for (n, bs) in [(1, 1), (10, 4), (23, 8), (16, 16), (5, 16), (33, 1), (37, 8)] {
+            for variant in [Variant::NonContiguous, Variant::Contiguous] {
+                let owners = Owners::new(variant, 1, 1).unwrap();
+                let layout = Layout::new(variant, n, bs, &owners, 1);
+                let mut a = vec![1.0; layout.len()];
+                let before = dsm::work::tally()[FLOP];
+                factor(&mut a, &layout);
+                let counted = dsm::work::tally()[FLOP] - before;
+                assert_eq!(counted, factor_units(n), "{variant:?} n={n} bs={bs}");
+            }
+        }
+        // By hand: a 3 x 3 block takes 2 x (1 + 2) + 1 x (1 + 1) = 8 units.
+        assert_eq!(lu0_units(3), 8);
+        assert_eq!(bmodd_units(3, 1), 3 + 2 + 1);
+        assert_eq!(bdiv_units(5, 3), 5 * (2 + 1));
+        assert_eq!(bmod_units(2, 3, 4), 24);
     }
 
     #[test]

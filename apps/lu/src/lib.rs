@@ -57,8 +57,35 @@
 //! touch the page after initialization", section 2.3.1) that makes each page's home the
 //! node of the processor that owns it. Here each processor initializes its own blocks
 //! instead, which gives the same homes under the DSM's plain first touch and needs no
-//! separate touch phase. The report's time covers the whole body, initialization
-//! included.
+//! separate touch phase. The timed region starts after it, as SPLASH-2's does.
+//!
+//! Tried and not kept (issue 17): SPLASH-2's own initialization, processor 0 writing the
+//! whole matrix and every processor then reading its own blocks. This DSM assigns homes
+//! by the first touch of the whole run, not the first after initialization, so node 0
+//! became the home and a sharer of every page: at the paper's input on 8 x 4, CLU under
+//! CSM-DMS made 181.8K diffs (the paper: 0) and its speedup fell from 15.3 to 3.4 (the
+//! paper: 18.3); LU's diffs rose from 12.3K to 564.8K (the paper: 285.6K). The -Mg
+//! variants then migrated 7/8 of CLU's pages (3.58K, the paper's 3.5K), which suggests the
+//! paper's -Mg runs started from the initializer's homes. Following SPLASH-2 here needs the
+//! paper's rule in the DSM (homes assigned at the first touch after an end-of-
+//! initialization mark); until then, owners initialize their blocks.
+//!
+//! # Counted work
+//!
+//! One kind of unit ([`LU_WORK`], [`CLU_WORK`], `dsm::work`): a **flop**, one step of a
+//! kernel's inner loop, either one element of a `daxpy` (a multiply-add, the bulk) or one
+//! division by a pivot. Each kernel ([`kernels::lu0`], [`kernels::bdiv`],
+//! [`kernels::bmodd`], [`kernels::bmod`]) counts its block's units when it is done with
+//! the block (at most 4,096 units, about 0.1 ms on the platform), in the sequential
+//! and the parallel version alike. Whatever the blocking, the kernels do the element
+//! operations of unblocked LU: each pivot `k` divides the `n - k - 1` elements right of
+//! it and updates each with a column of `n - k - 1` multiply-adds, so a factorization
+//! counts `(n^3 - n) / 3` units ([`kernels::factor_units`]): 5,208,332,500 at LU's paper
+//! input (2500) and 2,863,310,848 at CLU's (2048). The parallel processors together count
+//! exactly the sequential units (every block is factored, divided or updated once, by
+//! its owner). The input generation and the final check lie outside the timed region
+//! and count nothing. Divisions are under 0.1% of the units at the paper inputs,
+//! so one kind suffices.
 
 pub mod kernels;
 pub mod layout;
@@ -66,13 +93,34 @@ pub mod matrix;
 pub mod parallel;
 
 pub use kernels::{
-    divide_perimeter, factor, factor_diagonal, factor_parallel, update_interior, MatrixMemory,
+    divide_perimeter, factor, factor_diagonal, factor_parallel, factor_units, update_interior,
+    MatrixMemory, FLOP,
 };
 pub use layout::{BlockView, Layout, Owners, Variant};
 pub use matrix::{generate, summarize};
 pub use parallel::{parallel_layout, run_parallel};
 
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
+
+/// LU's counted work at its paper input, 2500 x 2500 (crate doc, "Counted work").
+pub const LU_WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
+    name: "flop",
+    what: "one inner-loop step of the kernels: a daxpy element (multiply-add) or a \
+           division by a pivot",
+    host_ns: 0.0,
+    // (n^3 - n) / 3 at n = 2500 (kernels::factor_units).
+    paper_units: 5_208_332_500,
+}];
+
+/// CLU's counted work at its paper input, 2048 x 2048 (crate doc, "Counted work").
+pub const CLU_WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
+    name: "flop",
+    what: "one inner-loop step of the kernels: a daxpy element (multiply-add) or a \
+           division by a pivot",
+    host_ns: 0.0,
+    // (n^3 - n) / 3 at n = 2048 (kernels::factor_units).
+    paper_units: 2_863_310_848,
+}];
 
 /// SPLASH-2's pass mark for `CheckResult`: every component of the solution within this
 /// of 1.
@@ -187,6 +235,10 @@ impl App for Lu {
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
         check_result(sequential, parallel)
     }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        LU_WORK
+    }
 }
 
 impl App for Clu {
@@ -223,6 +275,10 @@ impl App for Clu {
 
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
         check_result(sequential, parallel)
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        CLU_WORK
     }
 }
 
@@ -305,6 +361,25 @@ mod tests {
             .sequential(&params(&CLU, Size::Test, &[("block_size", "200")]))
             .unwrap_err();
         assert!(e.to_string().contains("`block_size` = `200`"), "{e}");
+    }
+
+    #[test]
+    fn paper_units_are_the_flops_of_the_paper_inputs() {
+        for (app, work) in [(&LU as &dyn App, LU_WORK), (&CLU, CLU_WORK)] {
+            let n: usize = params(app, Size::Paper, &[]).get("n").unwrap();
+            assert_eq!(work[0].paper_units, kernels::factor_units(n), "{}", app.name());
+            assert_eq!(app.work(), work);
+        }
+    }
+
+    #[test]
+    fn sequential_counts_the_flops_of_its_timed_region() {
+        // The test sizes leave edge blocks (100 = 6 x 16 + 4); CLU's 128 does not.
+        for (app, n) in [(&LU as &dyn App, 100u64), (&CLU, 128)] {
+            let p = params(app, Size::Test, &[]);
+            let (_, measured) = app_common::timing::measure(|| app.sequential(&p).unwrap());
+            assert_eq!(measured.work[kernels::FLOP], (n * n * n - n) / 3, "{}", app.name());
+        }
     }
 
     #[test]

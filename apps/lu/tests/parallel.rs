@@ -66,6 +66,21 @@ fn clu_matches_sequential_under_csm_none_and_csm_dms() {
 }
 
 #[test]
+fn the_processors_together_count_the_sequential_flops() {
+    // Each block is factored, divided or updated once, by its owner: the processors'
+    // timed tallies add up to the sequential count, (n^3 - n) / 3.
+    let cfg = config(CSM_NONE, 2, 2, ExecMode::Threads);
+    for app in [&LU as &dyn App, &CLU] {
+        let p = params(app, &[]);
+        let n: u64 = p.get("n").unwrap();
+        let (_, report) = parallel_matches_sequential(app, &p, &cfg).unwrap();
+        let total: u64 = report.procs.iter().map(|r| r.work[app_lu::FLOP]).sum();
+        assert_eq!(total, (n * n * n - n) / 3, "{}", app.name());
+        assert!(report.procs.iter().all(|r| r.work[app_lu::FLOP] > 0), "{}", app.name());
+    }
+}
+
+#[test]
 fn clu_matches_sequential_in_node_processes() {
     for proto in [CSM_NONE, CSM_DMS] {
         let cfg = config(proto, 2, 2, ExecMode::Processes);

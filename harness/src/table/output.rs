@@ -24,7 +24,8 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
     let apps: Vec<&str> = plan.apps.iter().map(|a| a.app.name()).collect();
     let variants: Vec<&str> = plan.variants.iter().map(|c| c.protocol.name).collect();
     let summary = findings::summarize(&apps, &measured(cells));
-    let grid = table4_grid(&apps, &variants, cells);
+    let comparable = plan.comparable_to_paper();
+    let grid = table4_grid(&apps, &variants, cells, comparable);
     let heading = heading(plan, cells);
 
     outln!("\n{heading}\n");
@@ -34,7 +35,7 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
         .into_iter()
         .flatten()
         .collect();
-    out!("{}", summary_lines(&summary).join("\n"));
+    out!("{}", summary_lines(&summary, comparable).join("\n"));
     outln!();
     for line in &notes {
         outln!("{line}");
@@ -48,7 +49,7 @@ pub fn finish(plan: &Plan, cells: &[Cell]) -> anyhow::Result<()> {
         &serde_json::to_string_pretty(&json(plan, cells, &summary))?,
     )?;
     write(&out.join("table.csv"), &csv(cells))?;
-    write(&md, &markdown(&heading, &grid, &summary, &notes))?;
+    write(&md, &markdown(&heading, &grid, &summary, &notes, comparable))?;
     super::figure::figure1(&apps, &variants, cells, &svg)?;
     outln!("\nMarkdown: {}\nFigure 1: {}", md.display(), svg.display());
 
@@ -111,6 +112,16 @@ fn heading(plan: &Plan, cells: &[Cell]) -> String {
         .filter_map(|c| c.run.as_ref())
         .filter(|r| r.clock != asked)
         .count();
+    let charge = match plan.compute {
+        _ if plan.clock != dsm::ClockMode::Modeled => String::new(),
+        crate::scale::ComputeChoice::Counted => " Computation is charged by the work each app counts, at the platform's cost per unit (Table 3's sequential time over the units counted at the paper's input), so a cell repeats exactly; the platform's caches are not modeled (no superlinear effects).".to_string(),
+        crate::scale::ComputeChoice::Measured => " Computation is charged as this machine's CPU time times each app's scale factor (--compute measured), so a repeated cell moves with this host's noise.".to_string(),
+    };
+    let compare = if plan.comparable_to_paper() {
+        "Table 4: speedups and statistics, ours / the paper's (ours over the paper's); counts in thousands over the whole run."
+    } else {
+        "Table 4's layout with our figures only; counts in thousands over the whole run. Ours are not the paper's configuration (its inputs on 8 x 4 under the modeled clock on the built-in alphaserver-mc2 platform, --size paper), so they are not set beside the paper's; the findings below are relative and are judged at any size."
+    };
     let note = if other_clock > 0 {
         format!(
             "\nNote: {other_clock} cell(s) report another clock than the {asked} clock asked for; their speedups are in the clock they report (see table.json)."
@@ -119,8 +130,8 @@ fn heading(plan: &Plan, cells: &[Cell]) -> String {
         String::new()
     };
     format!(
-        "Table 4: speedups and statistics, ours / the paper's (ours over the paper's); counts in thousands over the whole run.\n\
-         Ours: {} inputs, {} nodes x {} processors, network {}, {clocks}, {} KiB pages, {} homes. \
+        "{compare}\n\
+         Ours: {} inputs, {} nodes x {} processors, network {}, {clocks}, {} KiB pages, {} homes.{charge} \
          The paper: its inputs (Table 3), 8 x 4 AlphaServer processors on Memory Channel 2, homes captured from CSM-DMS. \
          `!` marks a cell that failed verification; CSM-ADB has no Table 4 column.{note}",
         plan.size,
@@ -159,10 +170,11 @@ fn papers(x: f64) -> String {
     }
 }
 
-/// `ours / paper (ratio)`; the ratio where the paper's figure is not zero.
+/// `ours / paper (ratio)`; the ratio where the paper's figure is not zero; ours alone
+/// where there is no paper's figure to set it beside.
 fn beside(ours: String, paper: Option<(f64, String)>, ratio_of: f64) -> String {
     match paper {
-        None => format!("{ours} / -"),
+        None => ours,
         Some((p, text)) if p != 0.0 => format!("{ours} / {text} ({:.2})", ratio_of / p),
         Some((_, text)) => format!("{ours} / {text}"),
     }
@@ -226,7 +238,9 @@ fn count_row(cell: &Cell, paper_k: Option<f64>, count: fn(&super::Measurements) 
 }
 
 /// Table 4 as a grid of strings: a header row, then five rows per app.
-fn table4_grid(apps: &[&str], variants: &[&str], cells: &[Cell]) -> Vec<Vec<String>> {
+/// `comparable`: the paper's configuration ([`super::Plan::comparable_to_paper`]); else
+/// our figures only.
+fn table4_grid(apps: &[&str], variants: &[&str], cells: &[Cell], comparable: bool) -> Vec<Vec<String>> {
     let mut grid = vec![["Application", ""]
         .into_iter()
         .chain(variants.iter().copied())
@@ -240,14 +254,17 @@ fn table4_grid(apps: &[&str], variants: &[&str], cells: &[Cell]) -> Vec<Vec<Stri
                 let cell = cells
                     .iter()
                     .find(|c| c.config.app == *app && c.config.variant == *variant);
-                let paper = paper::table4(app, variant);
+                let paper = paper::table4(app, variant).filter(|_| comparable);
                 line.push(match cell {
                     Some(c) if c.run.is_some() => {
                         let text = row(c, paper.as_ref());
                         if c.verified {
                             text
                         } else {
-                            text.replacen(" /", "! /", 1)
+                            match text.find(" /") {
+                                Some(_) => text.replacen(" /", "! /", 1),
+                                None => format!("{text}!"),
+                            }
                         }
                     }
                     Some(_) if i == 0 => {
@@ -298,8 +315,18 @@ fn render_markdown(grid: &[Vec<String>]) -> String {
 }
 
 /// The summary as plain lines (also the Markdown list items).
-fn summary_lines(s: &Summary) -> Vec<String> {
+/// `comparable`: the table is the paper's configuration, so its CSM-DMS speedups are set
+/// beside the paper's; else they are listed alone.
+fn summary_lines(s: &Summary, comparable: bool) -> Vec<String> {
     let mut lines = vec!["Summary".to_string()];
+    if !comparable {
+        lines.push(format!(
+            "- CSM-DMS speedups (not the paper's configuration, so not compared with Table 4's){}",
+            list(": ", s.dms_speedups.iter().map(|d| format!("{} {:.2}", d.app, d.ours)))
+        ));
+        lines.extend(relative_lines(s));
+        return lines;
+    }
     let (near, far): (Vec<_>, Vec<_>) = s.dms_speedups.iter().partition(|d| d.within_25_percent);
     let speedup = |d: &&findings::DmsComparison| {
         format!(
@@ -317,6 +344,14 @@ fn summary_lines(s: &Summary) -> Vec<String> {
         list(": ", near.iter().map(speedup)),
         list("; not within: ", far.iter().map(speedup)),
     ));
+    lines.extend(relative_lines(s));
+    lines
+}
+
+/// The summary's lines that compare variants with each other, as the paper's findings
+/// do: meaningful at any size.
+fn relative_lines(s: &Summary) -> Vec<String> {
+    let mut lines = Vec::new();
     let (same, other): (Vec<_>, Vec<_>) = s.best_variants.iter().partition(|b| b.same);
     lines.push(format!(
         "- Fastest variant the same as the paper's (among the Table 4 variants run): {} of {} app(s){}{}",
@@ -375,14 +410,23 @@ fn computation_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
             let run = reference_cell(app, cells)?.run.as_ref()?;
             (run.seq_s > 0.0).then(|| {
                 let ratio = run.breakdown.user_ns as f64 / 1e9 / run.seq_s;
-                format!("{app} {ratio:.2}")
+                let why = crate::apps::by_name(app)
+                    .ok()
+                    .and_then(|a| a.extra_work())
+                    .filter(|_| ratio > 1.02);
+                match why {
+                    Some(why) => format!("{app} {ratio:.2} ({why})"),
+                    None => format!("{app} {ratio:.2}"),
+                }
             })
         })
         .collect();
     (!figures.is_empty()).then(|| {
         format!(
             "- Computation, the processors' total User time over the sequential time (1.00: as \
-             fast as the sequential program; speedup is at most processors / this): {}",
+             fast as the sequential program; above it, the parallel program did more work, or \
+             under measured computation this host's caches were shared; speedup is at most \
+             processors / this): {}",
             figures.join(", ")
         )
     })
@@ -406,6 +450,10 @@ fn interval_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
         .filter_map(|app| {
             let cell = reference_cell(app, cells)?;
             let run = cell.run.as_ref()?;
+            // Counted work takes nothing from this host's clock: no noise to estimate.
+            if cell.scale.as_ref().is_some_and(|s| s.counted()) {
+                return None;
+            }
             let scale = cell.scale.as_ref().map_or(1.0, |s| s.factor);
             let ms = interval_ms(run.par_s, scale, run.counters.barriers, cell.config.nodes)?;
             Some(format!("{app} {ms:.2} ms"))
@@ -421,11 +469,17 @@ fn interval_line(apps: &[&str], cells: &[Cell]) -> Option<String> {
     })
 }
 
-fn markdown(heading: &str, grid: &[Vec<String>], summary: &Summary, notes: &[String]) -> String {
+fn markdown(
+    heading: &str,
+    grid: &[Vec<String>],
+    summary: &Summary,
+    notes: &[String],
+    comparable: bool,
+) -> String {
     let mut md = String::from("# Cashmere: Table 4 and Figure 1\n\n");
     let _ = writeln!(md, "{heading}\n");
     md += &render_markdown(grid);
-    let mut lines = summary_lines(summary);
+    let mut lines = summary_lines(summary, comparable);
     lines.extend(notes.iter().cloned());
     lines[0] = "\n## Summary\n".into();
     md += &lines.join("\n");
@@ -464,6 +518,11 @@ fn json(plan: &Plan, cells: &[Cell], summary: &Summary) -> serde_json::Value {
             "procs": config.procs_per_node,
             "network": config.profile.name,
             "clock": plan.clock.to_string(),
+            "compute": match plan.compute {
+                crate::scale::ComputeChoice::Counted => "counted",
+                crate::scale::ComputeChoice::Measured => "measured",
+            },
+            "comparable_to_paper": plan.comparable_to_paper(),
             "page_bytes": config.page_bytes,
             "homes": plan.homes.to_string(),
             "platform": plan.platform.name,
@@ -553,7 +612,7 @@ mod tests {
             "7.10 / 7.6 (0.93)"
         );
         assert_eq!(papers(278.06), "278.1");
-        assert_eq!(beside(num(12.25), None, 12.25), "12.2 / -");
+        assert_eq!(beside(num(12.25), None, 12.25), "12.2");
         assert_eq!(beside("0".into(), Some((0.0, "0".into())), 0.0), "0 / 0");
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(12), "0.012");
