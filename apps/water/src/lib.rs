@@ -108,11 +108,12 @@
 //!
 //! Paper units (sequential, timed region, 9261 molecules, steps 2 and 3): Water-nsquared
 //! 128,635,290 pairs and 120,393 molecule passes; Water-spatial 7,030,116 pairs and
-//! 120,393 molecule passes (the ignored test `counted_work_at_the_paper_size` prints them
-//! with the host's cost per unit). Host costs (`dsm::work::calibrate`, release build):
-//! Water-nsquared 115 ns a pair and 93 ns a molecule pass, Water-spatial 102 and 143 ns,
-//! measured on a 2-core host shared with other builds; a second run gave ratios (molecule
-//! over pair) of 1.25 and 2.23 where these give 0.81 and 1.40. The molecule kind is then
+//! 120,393 molecule passes (`cashmere calibrate --apps water-nsq,water-sp` checks them and
+//! times the units). Host costs (`dsm::work::calibrate`, release build): Water-nsquared
+//! 115 ns a pair and 93 ns a molecule pass, Water-spatial 102 and 143 ns, measured on a
+//! 2-core host shared with other builds; two more runs gave ratios (molecule over pair) of
+//! 1.25 and 0.87 for Water-nsquared, 2.23 and 1.61 for Water-spatial, where these give
+//! 0.81 and 1.40. The molecule kind is then
 //! 0.1% of Water-nsquared's time at the paper's input and 2.4% of Water-spatial's, so
 //! that uncertainty moves a pair's platform cost by about 1%.
 //!

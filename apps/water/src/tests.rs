@@ -450,35 +450,3 @@ fn sequential_runs_report_the_fields() {
         assert!(get(&r, "total").is_finite());
     }
 }
-
-/// Prints, for each program at `WATER_SIZE` (`paper` by default), the units its sequential
-/// version counts in its timed region and the host's ns per unit of each kind
-/// (`dsm::work::calibrate`): the figures of [`WORK_NSQ`] and [`WORK_SP`]. Run in release
-/// mode on a quiet machine: `cargo test --release -p app-water -- --ignored --nocapture
-/// counted_work_at`.
-#[test]
-#[ignore]
-fn counted_work_at_the_paper_size() {
-    let size = match std::env::var("WATER_SIZE").as_deref() {
-        Ok("test") => Size::Test,
-        Ok("small") => Size::Small,
-        _ => Size::Paper,
-    };
-    let apps: [&dyn App; 2] = [&WATER_NSQ, &WATER_SP];
-    for app in apps {
-        let params = Params::resolve(app.name(), app.params(), size, &[]).unwrap();
-        let ((_, m), spent) = dsm::work::calibrate(|| {
-            app_common::timing::measure(|| app.sequential(&params).unwrap())
-        });
-        println!(
-            "{}: region {} cpu {:.3} s, units {:?}, host ns/unit {:?}",
-            app.name(),
-            m.region,
-            m.cpu_ns as f64 / 1e9,
-            &m.work[..2],
-            (0..2)
-                .map(|k| spent[k] as f64 / m.work[k].max(1) as f64)
-                .collect::<Vec<_>>()
-        );
-    }
-}
