@@ -79,6 +79,27 @@
 //!   the sources do not say where the rest was (Cashmere's allocator or locks perhaps), and
 //!   nothing here pads records to make it up.
 //!
+//! # Counters against Table 4 (paper input, 8 x 4, modeled clock, counted work)
+//!
+//! Page transfers / invalidations / diffs / migrations in thousands, ours then the paper's.
+//! Water-nsquared, CSM-DMS: 45.7 / 42.4 / 557 / 0 against 31.5 / 55.1 / 251.1 / 0 (speedup
+//! 21.5 against 20.6). Water-spatial: CSM-DMS 9.6 / 7.8 / 11.0 against 4.0 / 11.8 / 6.2;
+//! CSM-MS-Mg 11.2 / 8.3 / 0.92 / 1.50 against 5.2 / 17.6 / 0.1 / 0.3; CSM-None-Mg 11.7 /
+//! 8.6 / 0.93 / 1.71 against 5.6 / 17.4 / 0.1 / 0.3 (speedups 10.8, 13.7, 13.1 against 7.7,
+//! 12.3, 11.8). The counters cover the whole run, the initial accelerations and the first
+//! step included; Water-nsquared's diffs come from the `PFORCES` flush (one diff per
+//! molecule lock released on a page homed elsewhere, some 137K per `INTERF` on 32
+//! processors), so the untimed initial `INTERF` and step 1 make about half of them: a run
+//! of one step (with its `POTENG`, as the three-step run has one) makes 279K diffs, 24.6K
+//! transfers and 21.3K invalidations, so steps 2 and 3 make about 278K, 21.1K and 21.1K:
+//! near the paper's 251K diffs, as if the paper's counters covered its timed region only. Where homes lie matters little here: each processor initializing its own
+//! molecules (an experiment, not SPLASH-2's order) gives 522K diffs. For Water-spatial it
+//! matters much: processor 0 writes every record, so node 0 is every page's first
+//! toucher and CSM-DMS diffs every other node's writes; each processor initializing the
+//! records of its own cells (the same experiment, approximating first touch after
+//! initialization, which the DSM does not implement) gives 1.7K diffs under CSM-DMS and
+//! 0.83K migrations under CSM-MS-Mg. The records stay as SPLASH-2 allocates them.
+//!
 //! # Counted work
 //!
 //! Two kinds of unit ([`WORK_NSQ`], [`WORK_SP`], `dsm::work`), counted in the kernels that

@@ -1,8 +1,9 @@
 //! The parallel programs on the DSM, following the synchronization plans of the crate
 //! documentation (SPLASH-2 `mdmain.C` and `interf.C` of both programs).
 //!
-//! Shared: the molecule array `VAR`, the seven global sums `gl` ([`Gl`]), and for
-//! Water-spatial the cell lists `head` and `next`. Processor 0 initializes them, as the
+//! Shared: Water-nsquared's molecule array `VAR`, or Water-spatial's molecule records
+//! (each with its cell-list link) and list heads `head`; the seven global sums `gl`.
+//! Processor 0 initializes them, as the
 //! original's master runs `INITIA` before creating the other processes. Water-nsquared's
 //! per-processor force arrays (`PFORCES`) are private (see the crate documentation).
 //!
