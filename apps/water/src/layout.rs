@@ -4,6 +4,11 @@
 //! 2 the acceleration, 3..=6 higher derivatives, 7 the force accumulator `FORCES`, 8
 //! unused), 3 directions and 3 atoms (H1, O, H2). At 9261 molecules the array is 6.2 MB,
 //! the 6 MB of the paper's Table 3 for Water-nsquared.
+//!
+//! Water-spatial's records (SPLASH-2 water-spatial `link_type`, `mdvar.h`: a
+//! `molecule_type` followed by the list pointer `next_mol`) are `LINK_STRIDE` = 85 words:
+//! the molecule's 84 doubles, then its cell-list link ([`NEXT`], a molecule index as the
+//! bits of an `i64`, -1 ending the list).
 
 pub const NDIR: usize = 3;
 pub const NATOM: usize = 3;
@@ -26,6 +31,11 @@ pub const MXOD2: usize = MAXODR + 2;
 pub const SLOT: usize = NDIR * NATOM;
 /// Doubles per molecule.
 pub const MOL_STRIDE: usize = NDIR + MXOD2 * SLOT;
+
+/// Words per Water-spatial record: the molecule, then its link.
+pub const LINK_STRIDE: usize = MOL_STRIDE + 1;
+/// Offset of the link (`next_mol`) in a Water-spatial record.
+pub const NEXT: usize = MOL_STRIDE;
 
 /// Offset of `F[slot][dir][atom]` within a molecule.
 #[inline]

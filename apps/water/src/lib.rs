@@ -32,15 +32,111 @@
 //!
 //! # Shared data of the parallel versions
 //!
-//! Both: the molecule array `var` (`nmol * MOL_STRIDE` f64, [`layout`]), and the global
-//! sums of [`physics::StepSums`] (`VIR`, `SUM[3]`, `POTA`, `POTR`, `POTRF`: 7 f64).
-//! Water-spatial also: `head` (`bps^3` i64) and `next` (`nmol` i64), the cell lists.
+//! Water-nsquared: the molecule array `VAR` (`nmol * MOL_STRIDE` f64, [`layout`]; SPLASH-2
+//! `water.C` allocates `VAR` as one array of `molecule_type`, each molecule's fields
+//! together). Water-spatial: the molecule records (`nmol * LINK_STRIDE` f64, each a
+//! molecule and its cell-list link, SPLASH-2's `link_type`, see [`sp`]) in lattice order,
+//! and `head` (`bps^3` i64), the list heads of SPLASH-2's `BOX` array. Both: the global sums
+//! of [`physics::StepSums`] (`VIR`, `SUM[3]`, `POTA`, `POTR`, `POTRF`: 7 f64).
 //! Water-nsquared's per-processor force arrays (`PFORCES`, `nmol * 9` f64 each) are
 //! written and read only by their processor; SPLASH-2 allocates them in shared memory,
 //! but private memory holds them equally well, and [`parallel`] keeps them there.
 //! Processor 0 writes the initial state (and Water-spatial's initial cell lists), as the
 //! original's master runs `INITIA` before creating the other processes; with first-touch
 //! homes node 0 is then the home of every shared page.
+//!
+//! # Timed region
+//!
+//! Both programs time steps 2 to `steps` (one step: that step), as SPLASH-2's `MDMAIN`
+//! accumulates `tracktime` "from the 2nd timestep onward" (processor 0 reads the clock at
+//! the start of every step `i >= 2`, before it zeroes the sums, and after the step's last
+//! barrier): the initial accelerations and the first step are untimed. The sequential
+//! version marks the same region (`app_common::timing::start`/`stop` in [`nsq::run`] and
+//! [`sp::run`], where the parallel processors call `start_timing`/`stop_timing`).
+//!
+//! # Sources
+//!
+//! SPLASH-2's `codes/apps/water-nsquared` and `codes/apps/water-spatial`, read in the copy
+//! of repository `mit-carbon/Graphite` (`tests/benchmarks/water-nsquared/{water.C,
+//! mdmain.C}`, `tests/benchmarks/water-spatial/{water.C, initia.C, mdmain.C, bndry.C}`;
+//! that copy adds the simulator's start/stop hooks and a path to `random.in`), and
+//! water-spatial's `interf.C` in a copy found by content. What they say, and what we do:
+//! - Allocation and initialization: both masters run `INITIA` (and water-spatial's
+//!   `BOX` lists) before `CREATE`; ours: processor 0 writes all shared data before the
+//!   first barrier. Water-nsquared's `VAR` is one `G_MALLOC`ed array in molecule order.
+//!   Water-spatial's `INITIA` (default, lattice placement) `G_MALLOC`s one `link` record
+//!   per lattice point inside its `i, j, k` lattice loops, so the records lie in lattice
+//!   order (z fastest), and appends each to its box's list; only the `#ifdef RANDOM`
+//!   placement allocates box by box. Ours: the records in lattice order in one array. The
+//!   link (`next_mol`) is inside each record, as in `link_type`, so `BNDRY`'s link writes
+//!   land on the moved molecules' own pages.
+//! - Work division: `StartMol` (`NMOL / NumProcs` molecules each, the last the rest) and
+//!   the cyclic half-range partners of `INTERF`; water-spatial's processor grid and
+//!   `start_end` box blocks ([`sp::proc_grid`], [`sp::boxes_of`]).
+//! - Not followed: water-spatial's `BOX` rows are separate `G_MALLOC`s of `{list, lock}`;
+//!   ours is one `i64` array of heads with the locks in the DSM's lock space. Table 3 gives
+//!   Water-spatial 16 MB of shared data where the records take 6.3 MB at 9261 molecules;
+//!   the sources do not say where the rest was (Cashmere's allocator or locks perhaps), and
+//!   nothing here pads records to make it up.
+//!
+//! # Counters against Table 4 (paper input, 8 x 4, modeled clock, counted work)
+//!
+//! Page transfers / invalidations / diffs / migrations in thousands, ours then the paper's.
+//! Water-nsquared, CSM-DMS: 45.7 / 42.4 / 557 / 0 against 31.5 / 55.1 / 251.1 / 0 (speedup
+//! 21.5 against 20.6). Water-spatial: CSM-DMS 9.6 / 7.8 / 11.0 against 4.0 / 11.8 / 6.2;
+//! CSM-MS-Mg 11.2 / 8.3 / 0.92 / 1.50 against 5.2 / 17.6 / 0.1 / 0.3; CSM-None-Mg 11.7 /
+//! 8.6 / 0.93 / 1.71 against 5.6 / 17.4 / 0.1 / 0.3 (speedups 10.8, 13.7, 13.1 against 7.7,
+//! 12.3, 11.8). The counters cover the whole run, the initial accelerations and the first
+//! step included; Water-nsquared's diffs come from the `PFORCES` flush (one diff per
+//! molecule lock released on a page homed elsewhere, some 137K per `INTERF` on 32
+//! processors), so the untimed initial `INTERF` and step 1 make about half of them: a run
+//! of one step (with its `POTENG`, as the three-step run has one) makes 279K diffs, 24.6K
+//! transfers and 21.3K invalidations, so steps 2 and 3 make about 278K, 21.1K and 21.1K:
+//! near the paper's 251K diffs, as if the paper's counters covered its timed region only. Where homes lie matters little here: each processor initializing its own
+//! molecules (an experiment, not SPLASH-2's order) gives 522K diffs. For Water-spatial it
+//! matters much: processor 0 writes every record, so node 0 is every page's first
+//! toucher and CSM-DMS diffs every other node's writes; each processor initializing the
+//! records of its own cells (the same experiment, approximating first touch after
+//! initialization, which the DSM does not implement) gives 1.7K diffs under CSM-DMS and
+//! 0.83K migrations under CSM-MS-Mg. The records stay as SPLASH-2 allocates them.
+//!
+//! # Counted work
+//!
+//! Two kinds of unit ([`WORK_NSQ`], [`WORK_SP`], `dsm::work`), counted in the kernels that
+//! the sequential and the parallel versions share ([`nsq`], [`sp`]):
+//! - **pair** ([`PAIR`]): one molecule pair evaluated in `INTERF` or `POTENG`: its 14
+//!   site-site separations with their periodic images (`CSHIFT`), the cutoff test, and,
+//!   within the cutoff, its force or energy terms. Every pair the loops visit counts,
+//!   within the cutoff or not, as the programs' loops evaluate them all. Water-nsquared
+//!   counts a molecule's partners after its partner loop; Water-spatial the pairs of one
+//!   neighbour molecule with the molecules of the processor's cell.
+//! - **molecule** ([`MOLECULE`]): one molecule through one per-molecule routine
+//!   (`PREDIC`, `INTRAF`, the force scaling that ends `INTERF`, `CORREC`, `BNDRY`,
+//!   `KINETI` for its three directions, `POTENG`'s intra-molecular part), counted after
+//!   each molecule (`KINETI`, which only reads, after the processor's loops).
+//!
+//! The fraction of evaluated pairs within the cutoff differs between the programs (by
+//! volume, the cutoff sphere over the box, about 0.4% in Water-nsquared at 9261 molecules,
+//! and over 27 cells, about 13% in Water-spatial) and with the input, so a pair's average cost is each program's own (each has its own Table 3 time);
+//! the molecule kind is a few percent of Water-spatial's time and less of
+//! Water-nsquared's. Both versions count the same units: the parallel processors together
+//! count exactly the sequential units (the same pairs and the same molecule passes). Work
+//! not counted (adding `PFORCES` into the shared forces under the molecule locks, the
+//! list moves of `BNDRY`, the global sums) is charged with the counted units at the rates
+//! the sequential run gives them; Water-nsquared's parallel flush of `PFORCES` touches
+//! about `nmol / 2` molecules per processor, where the sequential run touches `nmol`:
+//! uncounted, as its 9 additions per molecule are well under 1% of a processor's pairs.
+//!
+//! Paper units (sequential, timed region, 9261 molecules, steps 2 and 3): Water-nsquared
+//! 128,635,290 pairs and 120,393 molecule passes; Water-spatial 7,030,116 pairs and
+//! 120,393 molecule passes (`cashmere calibrate --apps water-nsq,water-sp` checks them and
+//! times the units). Host costs (`dsm::work::calibrate`, release build): Water-nsquared
+//! 115 ns a pair and 93 ns a molecule pass, Water-spatial 102 and 143 ns, measured on a
+//! 2-core host shared with other builds; two more runs gave ratios (molecule over pair) of
+//! 1.25 and 0.87 for Water-nsquared, 2.23 and 1.61 for Water-spatial, where these give
+//! 0.81 and 1.40. The molecule kind is then
+//! 0.1% of Water-nsquared's time at the paper's input and 2.4% of Water-spatial's, so
+//! that uncertainty moves a pair's platform cost by about 1%.
 //!
 //! The kernels that update other processors' data under locks take it through
 //! [`Locked`] (and [`sp::CellLists`]), which hand out a fresh view of the DSM arrays after
@@ -132,6 +228,18 @@ impl Locked for Unlocked<'_> {
     fn var(&mut self) -> &mut [f64] {
         self.0
     }
+}
+
+/// The kind of unit counted for a molecule pair evaluated in `INTERF` or `POTENG` (crate
+/// doc, "Counted work").
+pub const PAIR: usize = 0;
+/// The kind of unit counted for one molecule through one per-molecule routine.
+pub const MOLECULE: usize = 1;
+
+/// The first step in the timed region of `steps` (SPLASH-2 `MDMAIN` times from the
+/// second step on; a run of one step times that step).
+pub fn first_timed_step(steps: usize) -> usize {
+    steps.min(2)
 }
 
 /// Relative tolerance of the checker; see the crate documentation.
@@ -409,10 +517,8 @@ impl App for WaterNsq {
             steps,
             nprint,
         } = setup(params)?;
-        // Timed as the parallel run: the simulation, not reading the input.
-        app_common::timing::start();
+        // Timed from the second step on, as the parallel run (`nsq::run`).
         let e = nsq::run(&mut var, &sys, steps, nprint, 1, &[0]);
-        app_common::timing::stop();
         Ok(e.to_result())
     }
 
@@ -426,6 +532,10 @@ impl App for WaterNsq {
 
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
         check_fields(sequential, parallel)
+    }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK_NSQ
     }
 }
 
@@ -480,14 +590,12 @@ impl App for WaterSp {
     fn sequential(&self, params: &Params) -> Result<AppResult, AppError> {
         let Setup {
             sys,
-            mut var,
+            var,
             steps,
             nprint,
         } = setup(params)?;
-        // Timed as the parallel run: the simulation, not reading the input.
-        app_common::timing::start();
-        let e = sp::run(&mut var, &sys, steps, nprint, 1, &[0]);
-        app_common::timing::stop();
+        // Timed from the second step on, as the parallel run (`sp::run`).
+        let e = sp::run(&var, &sys, steps, nprint, 1, &[0]);
         Ok(e.to_result())
     }
 
@@ -502,7 +610,55 @@ impl App for WaterSp {
     fn check(&self, sequential: &AppResult, parallel: &AppResult) -> Result<(), Mismatch> {
         check_fields(sequential, parallel)
     }
+
+    fn work(&self) -> &'static [app_common::WorkKind] {
+        WORK_SP
+    }
 }
+
+const PAIR_WHAT: &str = "a molecule pair evaluated in INTERF or POTENG: the 14 site-site separations \
+     with their periodic images (CSHIFT) and the cutoff test, and the pair's forces or energies \
+     when within the cutoff";
+const MOLECULE_WHAT: &str = "one molecule through one per-molecule routine: PREDIC, INTRAF, the \
+     force scaling that ends INTERF, CORREC, BNDRY, KINETI (its 3 directions) or POTENG's \
+     intra-molecular part";
+
+/// Water-nsquared's counted work (crate doc, "Counted work").
+pub const WORK_NSQ: &[app_common::WorkKind] = &[
+    app_common::WorkKind {
+        name: "pair",
+        what: PAIR_WHAT,
+        host_ns: 115.0,
+        // Steps 2 and 3 at 9261 molecules: 3 passes (2 INTERF, 1 POTENG) over the
+        // 9261 x 4630 pairs.
+        paper_units: 128_635_290,
+    },
+    app_common::WorkKind {
+        name: "molecule",
+        what: MOLECULE_WHAT,
+        host_ns: 93.0,
+        // 9261 molecules x (6 routines in each of 2 steps + POTENG's intra part).
+        paper_units: 120_393,
+    },
+];
+
+/// Water-spatial's counted work (crate doc, "Counted work").
+pub const WORK_SP: &[app_common::WorkKind] = &[
+    app_common::WorkKind {
+        name: "pair",
+        what: PAIR_WHAT,
+        host_ns: 102.0,
+        // Steps 2 and 3 at 9261 molecules: the pairs of neighbouring cells, each seen from
+        // both molecules, in 3 passes (2 INTERF, 1 POTENG).
+        paper_units: 7_030_116,
+    },
+    app_common::WorkKind {
+        name: "molecule",
+        what: MOLECULE_WHAT,
+        host_ns: 143.0,
+        paper_units: 120_393,
+    },
+];
 
 #[cfg(test)]
 mod tests;

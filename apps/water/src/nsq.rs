@@ -11,7 +11,8 @@
 
 use crate::layout::*;
 use crate::physics::*;
-use crate::Locked;
+use crate::{Locked, MOLECULE, PAIR};
+use dsm::work::count;
 use std::ops::Range;
 
 /// Size of SPLASH-2's molecule lock array (`MAXLCKS` in `global.h`): molecule `m` is
@@ -43,6 +44,11 @@ pub fn comp_last(mol: usize, nmol: usize) -> usize {
     last
 }
 
+/// How many partners molecule `mol` has ([`partners`]).
+pub fn pair_count(mol: usize, nmol: usize) -> u64 {
+    (comp_last(mol, nmol) - mol) as u64
+}
+
 /// The partners of molecule `mol`, in SPLASH-2's order.
 pub fn partners(mol: usize, nmol: usize) -> impl Iterator<Item = usize> {
     (mol + 1..=comp_last(mol, nmol)).map(move |c| if c >= nmol { c % nmol } else { c })
@@ -53,6 +59,7 @@ pub fn partners(mol: usize, nmol: usize) -> impl Iterator<Item = usize> {
 pub fn intraf_range(var: &mut [f64], mols: Range<usize>) -> f64 {
     for m in mols.clone() {
         intraf(mol_mut(var, m));
+        count(MOLECULE, 1);
     }
     let mut lvir = 0.0;
     for m in mols {
@@ -76,6 +83,7 @@ pub fn interf_private(var: &[f64], sys: &System, mols: Range<usize>, pforces: &m
                 p.add_to_second(&mut pforces[c * SLOT..(c + 1) * SLOT]);
             }
         }
+        count(PAIR, pair_count(m, nmol));
     }
     lvir
 }
@@ -120,6 +128,7 @@ pub fn flush_private_forces(
 pub fn scale_range(var: &mut [f64], dest: usize, sys: &System, mols: Range<usize>) {
     for m in mols {
         scale_forces(mol_mut(var, m), dest, sys);
+        count(MOLECULE, 1);
     }
 }
 
@@ -127,6 +136,7 @@ pub fn scale_range(var: &mut [f64], dest: usize, sys: &System, mols: Range<usize
 pub fn predic_range(var: &mut [f64], sys: &System, mols: Range<usize>) {
     for m in mols {
         predic(mol_mut(var, m), sys);
+        count(MOLECULE, 1);
     }
 }
 
@@ -134,9 +144,11 @@ pub fn predic_range(var: &mut [f64], sys: &System, mols: Range<usize>) {
 pub fn correc_bndry_range(var: &mut [f64], sys: &System, mols: Range<usize>) {
     for m in mols.clone() {
         correc(mol_mut(var, m), sys);
+        count(MOLECULE, 1);
     }
     for m in mols {
         bndry(mol_mut(var, m), sys);
+        count(MOLECULE, 1);
     }
 }
 
@@ -149,6 +161,8 @@ pub fn kineti_range(var: &[f64], mols: Range<usize>) -> [f64; NDIR] {
             *s += kineti(mol(var, m), dir);
         }
     }
+    // One unit a molecule for its three directions (the loops only read).
+    count(MOLECULE, mols.len() as u64);
     s
 }
 
@@ -158,6 +172,7 @@ pub fn poteng_intra_range(var: &mut [f64], mols: Range<usize>) -> f64 {
     let mut pota = 0.0;
     for m in mols {
         poteng_intra(mol_mut(var, m), &mut pota);
+        count(MOLECULE, 1);
     }
     pota
 }
@@ -170,6 +185,7 @@ pub fn poteng_inter_range(var: &[f64], sys: &System, mols: Range<usize>) -> (f64
         for c in partners(m, sys.nmol) {
             poteng_pair(mol(var, m), mol(var, c), sys, &mut potr, &mut ptrf);
         }
+        count(PAIR, pair_count(m, sys.nmol));
     }
     (potr, ptrf)
 }
@@ -220,6 +236,9 @@ pub fn run(
     let mut totals = Totals::default();
     let mut last = None;
     for i in 1..=steps {
+        if i == crate::first_timed_step(steps) {
+            app_common::timing::start();
+        }
         sums = StepSums::default();
         for &p in schedule {
             predic_range(var, sys, mols(p));
@@ -247,5 +266,6 @@ pub fn run(
             last = Some(Energies::new(sys, &sums, &totals));
         }
     }
+    app_common::timing::stop();
     last.expect("at least one step")
 }

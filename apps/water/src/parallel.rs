@@ -1,8 +1,9 @@
 //! The parallel programs on the DSM, following the synchronization plans of the crate
 //! documentation (SPLASH-2 `mdmain.C` and `interf.C` of both programs).
 //!
-//! Shared: the molecule array `VAR`, the seven global sums `gl` ([`Gl`]), and for
-//! Water-spatial the cell lists `head` and `next`. Processor 0 initializes them, as the
+//! Shared: Water-nsquared's molecule array `VAR`, or Water-spatial's molecule records
+//! (each with its cell-list link) and list heads `head`; the seven global sums `gl`.
+//! Processor 0 initializes them, as the
 //! original's master runs `INITIA` before creating the other processes. Water-nsquared's
 //! per-processor force arrays (`PFORCES`) are private (see the crate documentation).
 //!
@@ -10,7 +11,7 @@
 //! synchronization calls); the kernels that take locks get their views through
 //! [`Locked`] and [`sp::CellLists`], which hand out a fresh view after each lock call.
 
-use crate::layout::{ACC, FORCES, MOL_STRIDE, NDIR, SLOT};
+use crate::layout::{ACC, FORCES, LINK_STRIDE, MOL_STRIDE, NDIR, SLOT};
 use crate::physics::{self, Energies, StepSums, Totals};
 use crate::{nsq, sp, Locked, Setup};
 use app_common::{AppError, AppResult, Params};
@@ -88,11 +89,10 @@ impl SyncObjects {
 }
 
 /// The molecule array in DSM memory with per-molecule (nsquared) or per-cell (spatial)
-/// locks, and for Water-spatial the cell lists.
+/// locks, and for Water-spatial the list heads (the links are in the records).
 struct SharedMols<'a> {
     var: Shared<f64>,
     head: Option<Shared<i64>>,
-    next: Option<Shared<i64>>,
     locks: &'a [Lock],
     p: &'a Proc,
 }
@@ -116,14 +116,9 @@ impl sp::CellLists for SharedMols<'_> {
     fn head(&mut self) -> &mut [i64] {
         let head = self.head.as_ref().expect("cell lists");
         // SAFETY: as for `var`: `bndry_cells` reads and writes a cell's head only under
-        // the cell's lock.
+        // the cell's lock (see `sp::bndry_cells` for why its unlocked reads of the links
+        // in the records do not race).
         unsafe { head.as_mut_slice() }
-    }
-    fn next(&mut self) -> &mut [i64] {
-        let next = self.next.as_ref().expect("cell lists");
-        // SAFETY: as for `var`; see `sp::bndry_cells` for why its unlocked reads of
-        // `next` do not race.
-        unsafe { next.as_mut_slice() }
     }
 }
 
@@ -170,7 +165,6 @@ pub fn water_nsq(
             let mut mols = SharedMols {
                 var,
                 head: None,
-                next: None,
                 locks: &mol_locks,
                 p,
             };
@@ -192,9 +186,6 @@ pub fn water_nsq(
                 v().copy_from_slice(init);
             }
             sync.start.wait(p);
-            // Timed (SPLASH-2's COMPUTETIME, after initialization): the initial
-            // accelerations and the steps, not reading the input.
-            p.start_timing();
             // Initial accelerations.
             let lvir = nsq::intraf_range(v(), mine.clone());
             add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
@@ -205,6 +196,11 @@ pub fn water_nsq(
             let mut totals = Totals::default();
             let mut last = None;
             for i in 1..=steps {
+                // Timed from the second step on (SPLASH-2 `MDMAIN`'s `tracktime`, whose
+                // clock processor 0 reads before it zeroes the sums).
+                if i == crate::first_timed_step(steps) {
+                    p.start_timing();
+                }
                 if id == 0 {
                     Gl::zero(&gl);
                 }
@@ -273,11 +269,14 @@ pub fn water_sp(
         });
     }
     let (sys, init, grid) = (&sys, &init, &grid);
+    // The records as INITIA leaves them (lattice order, lists built), which processor 0
+    // copies into shared memory.
+    let (init, init_head) = sp::build_records(init, grid, nmol);
+    let (init, init_head) = (&init, &init_head);
     let report = dsm::Cluster::new(config.clone()).run(|s| {
-        let var = s.alloc_named::<f64>(nmol * MOL_STRIDE, "water molecules (VAR)");
+        let var = s.alloc_named::<f64>(nmol * LINK_STRIDE, "water molecule records (link_type)");
         let gl = s.alloc_named::<f64>(Gl::LEN, "water global sums");
-        let head = s.alloc_named::<i64>(grid.cells(), "water cell list heads");
-        let next = s.alloc_named::<i64>(nmol, "water cell list links");
+        let head = s.alloc_named::<i64>(grid.cells(), "water cell list heads (BOX)");
         let sync = SyncObjects::new(s);
         let cell_locks = s.locks(grid.cells());
         move |p: &Proc| -> Option<AppResult> {
@@ -286,43 +285,35 @@ pub fn water_sp(
             let mut lists = SharedMols {
                 var,
                 head: Some(head),
-                next: Some(next),
                 locks: &cell_locks,
                 p,
             };
-            // For every use of `v`, `h` and `n`: outside BNDRY (which goes through `lists`)
+            // For every use of `v` and `h`: outside BNDRY (which goes through `lists`)
             // the cell lists are only read, and each processor writes only the molecules
             // of its own cells, reading others only in phases where nobody writes them.
             // SAFETY: as just said; each view is used within the phase it is taken in.
             let v = || unsafe { var.as_mut_slice() };
             // SAFETY: see above.
             let h = || unsafe { head.as_slice() };
-            // SAFETY: see above.
-            let n = || unsafe { next.as_slice() };
             let mine = |op: &mut dyn FnMut(&mut [f64])| {
-                sp::for_each_in_cells(v(), h(), n(), &cells, op);
+                sp::for_each_in_cells(v(), h(), &cells, op);
             };
             let interf = |dest: usize| {
-                let lvir = sp::interf_cells(v(), sys, grid, h(), n(), &cells, dest);
+                let lvir = sp::interf_cells(v(), sys, grid, h(), &cells, dest);
                 add_locked(p, sync.interf_vir, &gl, Gl::VIR, &[lvir]);
                 sync.interf_bar.wait(p);
                 mine(&mut |m| physics::scale_forces(m, dest, sys));
             };
 
             if id == 0 {
+                // SPLASH-2's master runs INITIA, which writes every record and list head,
+                // before it creates the other processes.
                 v().copy_from_slice(init);
-                let (h0, n0) = sp::build_lists(init, grid, nmol);
                 // SAFETY: only processor 0 touches the lists before the barrier.
-                unsafe {
-                    head.as_mut_slice().copy_from_slice(&h0);
-                    next.as_mut_slice().copy_from_slice(&n0);
-                }
+                unsafe { head.as_mut_slice().copy_from_slice(init_head) };
             }
             sync.start.wait(p);
-            // Timed (SPLASH-2's COMPUTETIME, after initialization): the initial
-            // accelerations and the steps, not reading the input.
-            p.start_timing();
-            let lvir = sp::intraf_cells(v(), h(), n(), &cells);
+            let lvir = sp::intraf_cells(v(), h(), &cells);
             add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
             sync.start.wait(p);
             interf(ACC);
@@ -331,17 +322,22 @@ pub fn water_sp(
             let mut totals = Totals::default();
             let mut last = None;
             for i in 1..=steps {
+                // Timed from the second step on (SPLASH-2 `MDMAIN`'s `tracktime`, whose
+                // clock processor 0 reads before it zeroes the sums).
+                if i == crate::first_timed_step(steps) {
+                    p.start_timing();
+                }
                 if id == 0 {
                     Gl::zero(&gl);
                 }
                 sync.start.wait(p);
                 mine(&mut |m| physics::predic(m, sys));
-                let lvir = sp::intraf_cells(v(), h(), n(), &cells);
+                let lvir = sp::intraf_cells(v(), h(), &cells);
                 add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
                 sync.start.wait(p);
                 interf(FORCES);
                 mine(&mut |m| physics::correc(m, sys));
-                let k = sp::kineti_cells(v(), h(), n(), &cells);
+                let k = sp::kineti_cells(v(), h(), &cells);
                 sync.add_kinetic(p, &gl, k);
                 // KINETI before BNDRY, with a barrier between (see the crate documentation).
                 sync.start.wait(p);
@@ -349,9 +345,9 @@ pub fn water_sp(
                 sync.start.wait(p);
                 totals.add_step(&Gl::read(&gl));
                 if poteng_step(i, steps, nprint) {
-                    let pota = sp::poteng_intra_cells(v(), h(), n(), &cells);
+                    let pota = sp::poteng_intra_cells(v(), h(), &cells);
                     sync.poteng_bar.wait(p);
-                    let (potr, potrf) = sp::poteng_inter_cells(v(), sys, grid, h(), n(), &cells);
+                    let (potr, potrf) = sp::poteng_inter_cells(v(), sys, grid, h(), &cells);
                     add_locked(p, sync.poteng_sum, &gl, Gl::POTA, &[pota, potr, potrf]);
                     sync.start.wait(p);
                     last = Some(Energies::new(sys, &Gl::read(&gl), &totals));

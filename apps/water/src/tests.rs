@@ -333,26 +333,24 @@ fn cell_lists_hold_each_molecule_once_in_its_cell() {
     let s = test_setup(&[("molecules", "512")]);
     let grid = sp::Grid::new(&s.sys);
     assert_eq!(grid.bps, 4);
-    let mut var = s.var.clone();
-    let (mut head, mut next) = sp::build_lists(&var, &grid, 512);
+    let (mut recs, mut head) = sp::build_records(&s.var, &grid, 512);
     // Push every molecule across a face, then let BNDRY move them.
     for m in 0..512 {
         for atom in 0..3 {
-            var[m * MOL_STRIDE + f(DISP, XDIR, atom)] += grid.box_length * 0.6;
+            sp::rec_mut(&mut recs, m)[f(DISP, XDIR, atom)] += grid.box_length * 0.6;
         }
     }
     let all: Vec<usize> = (0..grid.cells()).collect();
     let mut lists = sp::LocalLists {
-        var: &mut var,
+        recs: &mut recs,
         head: &mut head,
-        next: &mut next,
     };
     sp::bndry_cells(&mut lists, &s.sys, &grid, &all);
     let mut count = vec![0; 512];
     for c in 0..grid.cells() {
-        for m in sp::members(&head, &next, c) {
+        for m in sp::members(&head, &recs, c) {
             count[m] += 1;
-            assert_eq!(grid.cell_of(mol(&var, m)), c);
+            assert_eq!(grid.cell_of(sp::rec(&recs, m)), c);
         }
     }
     assert!(count.iter().all(|&n| n == 1));
@@ -365,7 +363,7 @@ fn the_two_programs_agree_when_spatial_examines_every_pair() {
     let s = test_setup(&[]);
     assert_eq!(sp::Grid::new(&s.sys).bps, 2);
     let a = nsq::run(&mut s.var.clone(), &s.sys, s.steps, s.nprint, 1, &[0]);
-    let b = sp::run(&mut s.var.clone(), &s.sys, s.steps, s.nprint, 1, &[0]);
+    let b = sp::run(&s.var, &s.sys, s.steps, s.nprint, 1, &[0]);
     let d = rel_diff(&a, &b);
     assert!(d < 1e-11, "relative difference {d:e}");
 }
@@ -375,8 +373,8 @@ fn emulated_parallel_schedules_pass_the_checker() {
     let s = test_setup(&[("molecules", "216")]);
     let seq_n = nsq::run(&mut s.var.clone(), &s.sys, 3, 3, 1, &[0]);
     let par_n = nsq::run(&mut s.var.clone(), &s.sys, 3, 3, 4, &[3, 1, 2, 0]);
-    let seq_s = sp::run(&mut s.var.clone(), &s.sys, 3, 3, 1, &[0]);
-    let par_s = sp::run(&mut s.var.clone(), &s.sys, 3, 3, 4, &[2, 0, 3, 1]);
+    let seq_s = sp::run(&s.var, &s.sys, 3, 3, 1, &[0]);
+    let par_s = sp::run(&s.var, &s.sys, 3, 3, 4, &[2, 0, 3, 1]);
     for (seq, par) in [(seq_n, par_n), (seq_s, par_s)] {
         let d = rel_diff(&seq, &par);
         assert!(d < TOLERANCE / 1000.0, "relative difference {d:e}");
