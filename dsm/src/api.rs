@@ -357,6 +357,46 @@ pub struct Proc {
     node: Arc<Node>,
     id: usize,
     local: usize,
+    /// The node's counters at the start and the end of its timed region.
+    region: Arc<RegionCounters>,
+}
+
+/// A node's counters where its timed region starts (the first of its processors to mark
+/// the start) and ends (the last to mark the end), for [`Report::region_counters`].
+#[derive(Default)]
+struct RegionCounters {
+    marks: std::sync::Mutex<(Option<Counters>, Option<Counters>)>,
+}
+
+impl RegionCounters {
+    fn mark(&self, node: &Node, which: crate::stats::Mark) {
+        let now = counters_now(node);
+        let mut m = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        match which {
+            crate::stats::Mark::Begin => {
+                m.0.get_or_insert(now);
+            }
+            crate::stats::Mark::End => m.1 = Some(now),
+        }
+    }
+
+    /// What the node counted in its timed region, if its processors marked both ends.
+    fn counted(&self) -> Option<Counters> {
+        let m = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        Some(m.1?.since(&m.0?))
+    }
+}
+
+/// A node's counters now: the engine's and its network's.
+fn counters_now(node: &Node) -> Counters {
+    let mut counters = node.counters.snapshot();
+    let net = node.net.fabric().counters(node.id);
+    counters.messages = net.messages;
+    counters.message_bytes = net.message_bytes;
+    counters.packets = net.packets;
+    counters.net_bytes = net.bytes;
+    counters.broadcasts = net.broadcasts;
+    counters
 }
 
 impl Proc {
@@ -413,11 +453,13 @@ impl Proc {
     /// none does; a mark out of order panics with the reason.
     pub fn start_timing(&self) {
         crate::stats::Clock::mark(crate::stats::Mark::Begin);
+        self.region.mark(&self.node, crate::stats::Mark::Begin);
     }
 
     /// Ends the timed region on this processor ([`Proc::start_timing`]).
     pub fn stop_timing(&self) {
         crate::stats::Clock::mark(crate::stats::Mark::End);
+        self.region.mark(&self.node, crate::stats::Mark::End);
     }
 
     /// This processor's time so far in the run's clock, in nanoseconds: virtual time under
@@ -453,8 +495,13 @@ pub struct Report<R> {
     pub procs: Vec<ProcReport>,
     /// Counters per node.
     pub node_counters: Vec<Counters>,
-    /// Counters summed over nodes.
+    /// Counters summed over nodes, over the whole run.
     pub counters: Counters,
+    /// Counters summed over nodes, over the timed region if the program marked one
+    /// ([`Proc::start_timing`]): each node's from the first of its processors to start
+    /// the region to the last to stop it.
+    #[serde(default)]
+    pub region_counters: Option<Counters>,
     /// Time of the parallel part, in the run's clock ([`Report::clock`]): wall time, or
     /// virtual time under the modeled clock. If the program marked a timed region
     /// ([`Proc::start_timing`]), from the earliest start to the latest stop; else the
@@ -506,6 +553,7 @@ impl<R> Report<R> {
             procs: self.procs,
             node_counters: self.node_counters,
             counters: self.counters,
+            region_counters: self.region_counters,
             elapsed_ns: self.elapsed_ns,
             run_ns: self.run_ns,
             timed_region: self.timed_region,
@@ -530,6 +578,7 @@ impl<R> Report<R> {
 struct NodeOutcome<R> {
     results: Vec<(ProcReport, R)>,
     counters: Counters,
+    region_counters: Option<Counters>,
     elapsed_ns: u64,
     homes: Vec<u32>,
 }
@@ -626,6 +675,7 @@ impl Cluster {
             procs: Vec::new(),
             node_counters: Vec::new(),
             counters: Counters::default(),
+            region_counters: None,
             elapsed_ns: 0,
             run_ns: 0,
             timed_region: false,
@@ -655,6 +705,15 @@ impl Cluster {
             let o: NodeOutcome<R> =
                 serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
             report.counters.add(&o.counters);
+            report.region_counters = match (report.region_counters, o.region_counters, node) {
+                (_, None, _) => None,
+                (None, Some(c), 0) => Some(c),
+                (Some(mut t), Some(c), _) => {
+                    t.add(&c);
+                    Some(t)
+                }
+                (None, Some(_), _) => None,
+            };
             report.node_counters.push(o.counters);
             report.run_ns = report.run_ns.max(o.elapsed_ns);
             report
@@ -989,6 +1048,7 @@ where
     // (`Platform::flush_denormals`; the harness's sequential run does the same).
     let flush_denormals = sched.is_some() && cfg.platform.flush_denormals;
     let start = sys::monotonic_ns();
+    let region = Arc::new(RegionCounters::default());
     let results: Vec<(ProcReport, R)> = std::thread::scope(|s| {
         let service = {
             let node = Arc::clone(&node);
@@ -1006,6 +1066,7 @@ where
         let handles: Vec<_> = (0..cfg.procs_per_node)
             .map(|local| {
                 let node = Arc::clone(&node);
+                let region = Arc::clone(&region);
                 let body = &body;
                 let sched = sched.clone();
                 std::thread::Builder::new()
@@ -1026,6 +1087,7 @@ where
                             id: node.id * node.procs + local,
                             local,
                             node: Arc::clone(&node),
+                            region,
                         };
                         Clock::start();
                         // A processor that panics stops the whole cluster at once: the
@@ -1102,16 +1164,11 @@ where
         None => sys::monotonic_ns() - start,
     };
     drop(registration);
-    let mut counters = node.counters.snapshot();
-    let net = fabric.counters(ctx.node);
-    counters.messages = net.messages;
-    counters.message_bytes = net.message_bytes;
-    counters.packets = net.packets;
-    counters.net_bytes = net.bytes;
-    counters.broadcasts = net.broadcasts;
+    let counters = counters_now(&node);
     let outcome = NodeOutcome {
         results,
         counters,
+        region_counters: region.counted(),
         elapsed_ns,
         homes: node.own_homes(),
     };

@@ -86,6 +86,18 @@ macro_rules! node_counters {
         }
 
         impl Counters {
+            /// What was counted between `earlier` and these counters (of the same node).
+            pub fn since(&self, earlier: &Counters) -> Counters {
+                Counters {
+                    $($f: self.$f.saturating_sub(earlier.$f),)*
+                    messages: self.messages.saturating_sub(earlier.messages),
+                    message_bytes: self.message_bytes.saturating_sub(earlier.message_bytes),
+                    packets: self.packets.saturating_sub(earlier.packets),
+                    net_bytes: self.net_bytes.saturating_sub(earlier.net_bytes),
+                    broadcasts: self.broadcasts.saturating_sub(earlier.broadcasts),
+                }
+            }
+
             pub fn add(&mut self, o: &Counters) {
                 $(self.$f += o.$f;)*
                 self.messages += o.messages;

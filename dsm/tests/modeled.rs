@@ -377,3 +377,37 @@ fn virtual_time_that_cannot_be_represented_stops_the_run_and_names_the_figure() 
         .expect("a run just below the limit");
     assert_eq!(r.results, vec![dsm::MAX_VIRTUAL_NS - 1_000_000_000]);
 }
+
+/// The timed region's counters (`Report::region_counters`) count what happens between the
+/// marks only: a page read before the region and one inside it, on 2 nodes x 1. Node 1
+/// reads page A (homed on node 0) before the region and page B inside it: the whole run
+/// counts both transfers, the region one. A program that marks no region has none.
+#[test]
+fn the_region_counters_count_between_the_marks_only() {
+    let r = Cluster::new(tiny(2, 1))
+        .run(|s| {
+            let a = s.alloc::<u64>(1024);
+            let b = s.alloc::<u64>(1024);
+            let bar = s.barrier();
+            move |p| {
+                if p.id() == 0 {
+                    a.set(0, 1);
+                    b.set(0, 2);
+                }
+                bar.wait(p);
+                let x = if p.id() == 1 { a.get(0) } else { 1 };
+                bar.wait(p);
+                p.start_timing();
+                let y = if p.id() == 1 { b.get(0) } else { 2 };
+                p.stop_timing();
+                x + y
+            }
+        })
+        .expect("run");
+    assert_eq!(r.results, vec![3, 3]);
+    let region = r.region_counters.expect("a region was marked");
+    assert_eq!(region.page_transfers, 1, "{region:?}");
+    assert!(r.counters.page_transfers >= 2, "{:?}", r.counters);
+    let whole = Cluster::new(tiny(2, 1)).run(|_| |_: &dsm::Proc| ()).expect("run");
+    assert_eq!(whole.region_counters, None);
+}

@@ -637,6 +637,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     );
     outln!("  result: {}", o.par);
     let c = &o.report.counters;
+    if let Some(r) = &o.report.region_counters {
+        outln!(
+            "  timed region: page transfers {}, invalidations {}, diffs {}, migrations {} ({} attempts); whole run:",
+            r.page_transfers, r.invalidations, r.diffs, r.migrations, r.migration_attempts
+        );
+    }
     outln!(
         "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes in {} word runs), write notices {}, messages {}, broadcasts {}",
         c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.diff_runs, c.write_notices, c.messages, c.broadcasts
@@ -698,6 +704,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             "par_time_s": o.par_s,
             "speedup": speedup,
             "counters": o.report.counters,
+            "region_counters": o.report.region_counters,
             "node_counters": o.report.node_counters,
             "breakdown": o.report.procs,
         });
