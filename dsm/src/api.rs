@@ -30,7 +30,8 @@
 //! lock, barrier or flag of this crate orders the two accesses. A racy program does not
 //! corrupt the runtime, but may read stale or torn values.
 
-use crate::config::{Config, DataStrategy, DsmError, FaultBackend, MetadataStrategy};
+use crate::config::{Compute, Config, DataStrategy, DsmError, FaultBackend, MetadataStrategy};
+use crate::control::Control;
 use crate::directory::Directory;
 use crate::engine::{Allocation, Node, Regions};
 use crate::fault::Protector;
@@ -608,13 +609,19 @@ impl Cluster {
         let outcomes = launch_with_stall_timeout(&spec, stall, |ctx| {
             let s = modeled.then(|| {
                 Arc::clone(sched.get_or_init(|| {
+                    let work_fs = match &cfg.compute {
+                        Compute::Measured => None,
+                        Compute::Counted { ns_per_unit } => Some(
+                            ns_per_unit.iter().map(|&ns| crate::sched::fs_per_unit(ns)).collect(),
+                        ),
+                    };
                     crate::sched::Sched::new(
-                        Arc::clone(&ctx.fabric),
+                        Arc::clone(&ctx.fabric) as Arc<dyn AsRef<Control> + Send + Sync>,
                         cfg.nodes,
                         cfg.procs_per_node,
                         cfg.platform.host.clone(),
                         cfg.profile.clone(),
-                        &cfg.compute,
+                        work_fs,
                         cfg.cpu_scale,
                     )
                 }))
@@ -796,7 +803,7 @@ fn is_abort_panic(p: &(dyn std::any::Any + Send)) -> bool {
         .downcast_ref::<String>()
         .map(String::as_str)
         .or_else(|| p.downcast_ref::<&str>().copied());
-    msg.is_some_and(|m| m.contains(crate::ABORT_MESSAGE))
+    msg.is_some_and(|m| m.contains(crate::control::ABORT_MESSAGE))
 }
 
 fn run_node<S, B, R>(
@@ -912,7 +919,7 @@ where
                         space_mib: cfg
                             .profile
                             .address_space_bytes
-                            .min(crate::net::profile::MAX_SIMULATED_ADDRESS_SPACE)
+                            .min(crate::profile::MAX_SIMULATED_ADDRESS_SPACE)
                             >> 20,
                         network: cfg.profile.title.to_string(),
                         protocol: proto.name.to_string(),

@@ -4,8 +4,10 @@
 // The engine switches to these ids later; until then only the wire codec uses them.
 #![allow(dead_code)]
 
-use crate::net::MAX_NODES;
 use std::fmt;
+
+/// Largest cluster: sets of nodes are bit masks in one word.
+pub const MAX_NODES: usize = 32;
 
 /// Index of a coherence page in the shared heap. Invariant: < the heap's page count
 /// (checked by the engine, which alone knows the heap's size).

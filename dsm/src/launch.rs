@@ -23,19 +23,19 @@
 //! # The first failure
 //!
 //! The first node to fail records itself and its cause in the fabric
-//! ([`Fabric::fail`]: a compare-exchange on the origin word, then the cause, published
+//! ([`Control::fail`](crate::control::Control::fail): a compare-exchange on the origin word, then the cause, published
 //! before the abort flag), before any other node can stop on the abort. In both modes
 //! the launcher reports that record, so the report never depends on which process or
 //! thread ends first. A node that dies without recording (killed by a signal, an early
 //! exit) gets its cause recorded by the launcher, under the same compare-exchange. Panics
-//! that are consequences of the abort ([`crate::ABORT_MESSAGE`]) print nothing.
+//! that are consequences of the abort ([`crate::control::ABORT_MESSAGE`]) print nothing.
 //!
 //! # Stalled nodes
 //!
 //! Every [`crate::net::Net::poll`] bumps the node's heartbeat word in the fabric; the
 //! service thread polls at least every 50 ms while the node runs, even while its
 //! processors compute. The launcher watches the heartbeats, in host time, and when one
-//! stands still for the stall limit ([`crate::Config::stall_timeout`], 10 s by default) it
+//! stands still for the stall limit (`Config::stall_timeout`, 10 s by default) it
 //! records `node N stopped responding: no heartbeat for ...` as the failure and stops the
 //! run: in process mode it kills every node process; in thread mode it aborts the cluster
 //! (a node thread cannot be killed: one stuck outside every abort check keeps the run
@@ -59,7 +59,8 @@
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
 //! a node at exactly these points; process mode only.
 
-use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES};
+use crate::control::{node_state, AbortOrigin};
+use crate::net::{Fabric, Layout, Profile, RESULT_BYTES};
 use crate::sys;
 use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -214,7 +215,7 @@ fn start_startup_beat(fabric: &Arc<Fabric>, node: usize) {
         .name("dsm-startup-beat".into())
         .spawn(move || {
             while !PAST_STARTUP.load(Ordering::Acquire) {
-                fabric.beat(node);
+                fabric.control().beat(node);
                 std::thread::sleep(STARTUP_BEAT);
             }
         });
@@ -247,7 +248,7 @@ pub fn check_environment() -> Result<(), LaunchError> {
 
 /// Runs `node_main` on every node and returns each node's result, in node order. No stall
 /// watch: a node function of its own has no service loop to beat the heartbeat (a
-/// [`crate::Cluster`] run has one, and is watched; see [`launch_with_stall_timeout`]).
+/// `Cluster` run has one, and is watched; see [`launch_with_stall_timeout`]).
 pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
@@ -290,7 +291,7 @@ where
 }
 
 /// Installs, once per process, a panic hook that prints nothing for the panics an abort
-/// causes (their message holds [`crate::ABORT_MESSAGE`]): they are consequences of another
+/// causes (their message holds [`crate::control::ABORT_MESSAGE`]): they are consequences of another
 /// node's failure, which the launcher reports, not failures of their own. Every other
 /// panic goes to the hook that was installed before.
 fn quiet_abort_panics() {
@@ -314,16 +315,16 @@ fn quiet_abort_panics() {
 /// its own and the first, and in any case aborts the cluster.
 pub(crate) fn record_failure(fabric: &Fabric, node: usize, cause: &str) {
     if is_secondary(cause) {
-        fabric.abort();
+        fabric.control().abort();
     } else {
-        fabric.fail(node, cause);
+        fabric.control().fail(node, cause);
     }
 }
 
 /// The error of a failed run: the origin recorded in the fabric if there is one, else the
 /// launcher's own first failure (`fallback`).
 fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchError {
-    match (fabric.abort_origin(), fallback) {
+    match (fabric.control().abort_origin(), fallback) {
         (AbortOrigin::Recorded { node, cause }, _) if cause.starts_with(STALLED) => {
             LaunchError::Stalled { node, cause }
         }
@@ -380,12 +381,12 @@ impl StallWatch {
     ) -> Option<(usize, String)> {
         let now = Instant::now();
         let nodes = self.seen.len();
-        let state = |n: usize| fabric.status(n).state.load(Ordering::Acquire);
+        let state = |n: usize| fabric.control().status(n).state.load(Ordering::Acquire);
         let all_ready = (0..nodes).all(|n| !live(n) || state(n) >= node_state::READY);
         let advice = "the other nodes were stopped; raise the limit with --stall-timeout or DSM_STALL_TIMEOUT if the node is only slow";
         for node in 0..nodes {
             let s = state(node);
-            let pid = fabric.status(node).pid.load(Ordering::Relaxed);
+            let pid = fabric.control().status(node).pid.load(Ordering::Relaxed);
             let pid = if pid == 0 {
                 String::new()
             } else {
@@ -423,7 +424,7 @@ impl StallWatch {
                 self.seen[node] = None;
                 continue;
             }
-            let beat = fabric.heartbeat(node);
+            let beat = fabric.control().heartbeat(node);
             match self.seen[node] {
                 Some((last, since)) if last == beat => {
                     if now.duration_since(since) >= self.limit {
@@ -469,7 +470,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 fn is_secondary(cause: &str) -> bool {
-    cause.contains(crate::ABORT_MESSAGE)
+    cause.contains(crate::control::ABORT_MESSAGE)
 }
 
 fn launch_threads<F>(
@@ -491,11 +492,11 @@ where
             .name("dsm-stall-watch".into())
             .spawn_scoped(s, || {
                 let mut watch = StallWatch::new(nodes, stall_timeout, false);
-                while !all_finished.load(Ordering::Acquire) && !fabric.aborted() {
+                while !all_finished.load(Ordering::Acquire) && !fabric.control().aborted() {
                     if let Some((node, cause)) =
                         watch.check(fabric, |n| !finished[n].load(Ordering::Acquire), |_| false)
                     {
-                        fabric.fail(node, &cause);
+                        fabric.control().fail(node, &cause);
                         break;
                     }
                     std::thread::park_timeout(WATCH_INTERVAL);
@@ -546,7 +547,7 @@ where
         results
     });
     let first = first_failure.into_inner().expect("poisoned");
-    if first.is_some() || fabric.aborted() {
+    if first.is_some() || fabric.control().aborted() {
         return Err(failure_report(fabric, first));
     }
     Ok(results
@@ -598,7 +599,7 @@ fn launch_processes(
         let stop_before_exec = stop == Some((node, StopPoint::BeforeExec));
         match sys::spawn_node_process(&args, &env, &[fd], stop_before_exec) {
             Ok(child) => {
-                fabric.status(node).pid.store(child.id(), Ordering::Relaxed);
+                fabric.control().status(node).pid.store(child.id(), Ordering::Relaxed);
                 children.push(Some(child));
             }
             Err(source) => {
@@ -637,7 +638,7 @@ fn launch_processes(
                 Ok(Some(status)) => {
                     exited[node] = true;
                     children[node] = None;
-                    let state = fabric.status(node).state.load(Ordering::Acquire);
+                    let state = fabric.control().status(node).state.load(Ordering::Acquire);
                     if state == node_state::DONE && status.success() {
                         done[node] = true;
                         continue;
@@ -671,16 +672,16 @@ fn launch_processes(
         if done.iter().all(|d| *d) {
             break;
         }
-        if !fabric.aborted() {
+        if !fabric.control().aborted() {
             if let Some((node, cause)) = watch.check(fabric, |n| !exited[n], |n| !exec_done[n]) {
-                fabric.fail(node, &cause);
+                fabric.control().fail(node, &cause);
             }
         }
-        if fabric.aborted() {
+        if fabric.control().aborted() {
             // The report is the origin the fabric recorded, whichever process exits first;
             // wait for it to be published, or for every node to be gone, within a bound.
             let since = *aborted_at.get_or_insert_with(Instant::now);
-            let recorded = matches!(fabric.abort_origin(), AbortOrigin::Recorded { .. });
+            let recorded = matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { .. });
             if recorded || exited.iter().all(|e| *e) || since.elapsed() > ORIGIN_WAIT {
                 stop_all(fabric, &mut children);
                 return Err(failure_report(fabric, failure));
@@ -703,7 +704,7 @@ fn wait_a_little() {
 }
 
 fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
-    fabric.abort();
+    fabric.control().abort();
     for c in children.iter_mut().flatten() {
         sys::kill_process(c.id());
     }
@@ -713,7 +714,7 @@ fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
 }
 
 fn read_result(fabric: &Fabric, node: usize) -> Result<Vec<u8>, LaunchError> {
-    let len = fabric.status(node).result_len.load(Ordering::Acquire) as usize;
+    let len = fabric.control().status(node).result_len.load(Ordering::Acquire) as usize;
     if len > RESULT_BYTES {
         return Err(LaunchError::ResultTooLarge {
             node,
@@ -739,7 +740,7 @@ fn write_result(fabric: &Fabric, node: usize, bytes: &[u8]) -> Result<(), Launch
     // SAFETY: the result area of this node is RESULT_BYTES long and written only by it.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), fabric.result_area(node), bytes.len()) };
     fabric
-        .status(node)
+        .control().status(node)
         .result_len
         .store(bytes.len() as u64, Ordering::Release);
     Ok(())
@@ -772,7 +773,7 @@ where
         let fd = unsafe { sys::adopt_fd(fd) };
         let fabric = Fabric::adopt(fd, layout)?;
         fabric
-            .status(node)
+            .control().status(node)
             .state
             .store(node_state::RUNNING, Ordering::Release);
         start_startup_beat(&fabric, node);
@@ -789,7 +790,7 @@ where
         Ok((fabric, node, Ok(bytes))) => match write_result(&fabric, node, &bytes) {
             Ok(()) => {
                 fabric
-                    .status(node)
+                    .control().status(node)
                     .state
                     .store(node_state::DONE, Ordering::Release);
                 std::process::exit(0)
@@ -807,7 +808,7 @@ where
 fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
     let _ = write_result(fabric, node, cause.as_bytes());
     fabric
-        .status(node)
+        .control().status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
     record_failure(fabric, node, cause);
@@ -819,7 +820,7 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
 pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
     let _ = write_result(fabric, node, msg.as_bytes());
     fabric
-        .status(node)
+        .control().status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
     record_failure(fabric, node, msg);
@@ -831,17 +832,17 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
 /// transmitting. Fails if the cluster aborts meanwhile.
 pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
     fabric
-        .status(node)
+        .control().status(node)
         .state
         .store(node_state::READY, Ordering::Release);
     // Nodes parked in this barrier wait for our state: wake them.
     let nodes = fabric.layout().nodes;
     for n in 0..nodes {
-        crate::wait::wake(fabric, n);
+        crate::wait::wake(fabric.control(), n);
     }
     let ready =
-        || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
-    crate::wait::Seam::new(fabric, node).until(crate::wait::WaitFor::Startup, ready)?;
+        || (0..nodes).all(|n| fabric.control().status(n).state.load(Ordering::Acquire) >= node_state::READY);
+    crate::wait::Seam::new(fabric.control(), node).until(crate::wait::WaitFor::Startup, ready)?;
     // A node process's start-up beat ends: its service thread beats from here on.
     PAST_STARTUP.store(true, Ordering::Release);
     Ok(())

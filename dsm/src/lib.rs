@@ -7,6 +7,7 @@
 mod api;
 mod broadcast;
 mod config;
+mod control;
 pub mod diff;
 mod directory;
 mod engine;
@@ -17,6 +18,7 @@ pub mod net;
 mod page;
 mod sched;
 pub mod platform;
+pub mod profile;
 pub mod stats;
 pub mod sync;
 pub mod sys;
@@ -30,6 +32,7 @@ pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
     MAX_HOMES_FILE_BYTES,
 };
+pub use control::ABORT_MESSAGE;
 pub use config::{
     kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, DsmError, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
@@ -39,6 +42,3 @@ pub use launch::ExecMode;
 pub use sched::MAX_VIRTUAL_NS;
 pub use stats::{Breakdown, Counters, Timed};
 
-/// The message every runtime wait gives when another node of the cluster failed.
-pub const ABORT_MESSAGE: &str =
-    "cluster aborted: another node failed (see the launcher's error for which and why)";

@@ -254,6 +254,8 @@ impl Node {
         regions: Regions,
         protector: Protector,
     ) -> Node {
+        // Stall and deadlock reports name the kinds of the messages waited for.
+        crate::sched::name_message_kinds(crate::wire::kind_name);
         let nodes = net.nodes();
         let npages = heap_used.div_ceil(page_bytes);
         Node {
@@ -403,7 +405,7 @@ impl Node {
         }
     }
 
-    fn net_err(e: MsgError) -> ! {
+    fn net_err(e: impl std::fmt::Display) -> ! {
         panic!("{e}")
     }
 
