@@ -575,7 +575,9 @@ impl Cluster {
 
     /// Runs an SPMD program: `setup` on every node, then its returned body on every
     /// processor. Returns when every processor has finished, or with an error naming the
-    /// node that failed.
+    /// node that failed. With one process per node, a program that runs several clusters
+    /// skips in each node process the runs that are not its own: see
+    /// [`skip_other_run`](crate::skip_other_run).
     pub fn run<S, B, R>(&self, setup: S) -> Result<Report<R>, DsmError>
     where
         S: Fn(&mut Setup) -> B + Sync,

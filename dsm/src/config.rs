@@ -2,7 +2,7 @@
 //! execution mode, heap size; with `DSM_*` environment overrides and the errors a bad
 //! configuration gets.
 
-use crate::launch::ExecMode;
+use crate::launch::{ExecMode, OtherRun};
 use crate::net::{profile, Features, Profile};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -335,10 +335,9 @@ pub enum DsmError {
     },
 }
 
-impl DsmError {
-    /// True in a node process for a run before the one it serves (see
-    /// [`crate::launch::LaunchError::OtherRun`]): the caller skips that run.
-    pub fn is_other_run(&self) -> bool {
+/// A node process's run before the one it serves (see [`crate::launch::skip_other_run`]).
+impl OtherRun for DsmError {
+    fn is_other_run(&self) -> bool {
         matches!(self, DsmError::Launch(e) if e.is_other_run())
     }
 }

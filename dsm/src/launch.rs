@@ -16,7 +16,8 @@
 //! A node process runs the program from the start, so it meets every earlier `launch` call
 //! of the program too: the launcher numbers the calls, and in a node process every call
 //! before the one it was started for returns [`LaunchError::OtherRun`] at once, which a
-//! program that launches several clusters skips (`continue`s past). Inside a libtest test
+//! program that launches several clusters skips with [`skip_other_run`] (the rule is
+//! written down there). Inside a libtest test
 //! the launcher runs just the current test in the child; other programs get their own
 //! arguments unless [`LaunchSpec::child_args`] says otherwise.
 //!
@@ -139,10 +140,47 @@ pub enum LaunchError {
     OtherRun,
 }
 
-impl LaunchError {
-    /// True for [`LaunchError::OtherRun`].
-    pub fn is_other_run(&self) -> bool {
+impl OtherRun for LaunchError {
+    fn is_other_run(&self) -> bool {
         matches!(self, LaunchError::OtherRun)
+    }
+}
+
+/// An error that may say "this node process serves another cluster run" (see
+/// [`skip_other_run`]). The DSM's errors implement it, and so may a program's own error
+/// type that wraps them.
+pub trait OtherRun {
+    /// True in a node process for a cluster run that is not the one it serves.
+    fn is_other_run(&self) -> bool;
+}
+
+/// The process-mode rule, in one place: `Ok(None)` for a cluster run this process must
+/// skip, else `result` as it is.
+///
+/// With one process per node (`ExecMode::Processes`), every node process runs the whole
+/// program again from the start, SPMD style, and so meets every cluster run the program
+/// makes before (and after) the one it was started for. The launcher numbers the runs: in
+/// a node process every run before its own returns at once with an error for which
+/// [`OtherRun::is_other_run`] holds, and its own run never returns (the process exits
+/// when its node is done). A program that makes several cluster runs therefore skips the
+/// runs that are not its own and goes on to the next, doing no other work for them (no
+/// sequential run to compare with, no output):
+///
+/// ```no_run
+/// # fn cluster_run(i: usize) -> Result<u64, dsm::DsmError> { Ok(0) }
+/// for i in 0..3 {
+///     let Some(result) = dsm::skip_other_run(cluster_run(i)).expect("run") else {
+///         continue; // a node process serving another run
+///     };
+///     println!("run {i}: {result}");
+/// }
+/// ```
+///
+/// In the launching process (and with threads) no run is skipped.
+pub fn skip_other_run<T, E: OtherRun>(result: Result<T, E>) -> Result<Option<T>, E> {
+    match result {
+        Err(e) if e.is_other_run() => Ok(None),
+        r => r.map(Some),
     }
 }
 

@@ -56,7 +56,7 @@ pub use config::{
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };
-pub use launch::ExecMode;
+pub use launch::{skip_other_run, ExecMode, OtherRun};
 pub use sched::MAX_VIRTUAL_NS;
 pub use stats::{Breakdown, Counters, Timed};
 

@@ -866,7 +866,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
         match run_app(app, &params, &config, true) {
             Err(e) => {
                 if e.downcast_ref::<app_common::AppError>()
-                    .is_some_and(|ae| ae.is_other_run())
+                    .is_some_and(dsm::OtherRun::is_other_run)
                 {
                     continue;
                 }

@@ -65,10 +65,10 @@ pub enum AppError {
     Dsm(#[from] dsm::DsmError),
 }
 
-impl AppError {
-    /// True in a node process for a cluster run before the one it serves: skip it.
-    pub fn is_other_run(&self) -> bool {
-        matches!(self, AppError::Dsm(e) if e.is_other_run())
+/// A node process's cluster run before the one it serves: skip it (`dsm::skip_other_run`).
+impl dsm::OtherRun for AppError {
+    fn is_other_run(&self) -> bool {
+        matches!(self, AppError::Dsm(e) if dsm::OtherRun::is_other_run(e))
     }
 }
 
