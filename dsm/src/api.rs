@@ -185,7 +185,8 @@ pub struct Flag {
 }
 
 impl Lock {
-    /// Acquires the lock (an acquire: see [`crate::sync`] for what becomes visible).
+    /// Acquires the lock (an acquire: see the crate's "Memory ordering" for what becomes
+    /// visible).
     pub fn acquire(&self, p: &Proc) {
         p.node.sync.lock_acquire(&*p.node, self.id, p.id);
     }

@@ -452,7 +452,8 @@ impl Broadcast {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::{profile, Fabric, Layout};
+    use crate::net::{Fabric, Layout};
+    use crate::profile;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 

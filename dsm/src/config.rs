@@ -3,7 +3,7 @@
 //! configuration gets.
 
 use crate::launch::{ExecMode, OtherRun};
-use crate::net::{profile, Features, Profile};
+use crate::profile::{self, Features, Profile};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::PathBuf;

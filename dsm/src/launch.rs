@@ -24,7 +24,7 @@
 //! # The first failure
 //!
 //! The first node to fail records itself and its cause in the fabric
-//! ([`Control::fail`](crate::control::Control::fail): a compare-exchange on the origin word, then the cause, published
+//! (`Control::fail`: a compare-exchange on the origin word, then the cause, published
 //! before the abort flag), before any other node can stop on the abort. In both modes
 //! the launcher reports that record, so the report never depends on which process or
 //! thread ends first. A node that dies without recording (killed by a signal, an early
@@ -44,7 +44,7 @@
 //!
 //! Start-up is watched too. The launcher never waits for a child: it forks and goes on,
 //! and learns from a close-on-exec pipe when the child has `exec`ed
-//! ([`sys::spawn_node_process`]). A node process that has not reached this cluster run
+//! (`sys::spawn_node_process`). A node process that has not reached this cluster run
 //! (its launch call) within the start-up limit, three times the stall limit (it runs the
 //! program from the start, with no heartbeat yet), is reported as stopped, saying whether
 //! it had `exec`ed. From its launch call to the end of the start-up barrier a node process

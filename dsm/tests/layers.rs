@@ -18,7 +18,7 @@ const ORDER: &[(&str, &[&str])] = &[
     ("the protocol's data", &["page", "diff", "wire", "directory", "broadcast"]),
     ("configuration", &["config"]),
     ("strategies and engine", &["fault", "sync", "engine"]),
-    ("the public API", &["api", "lib"]),
+    ("the public API", &["host", "api", "lib"]),
 ];
 
 /// The module a source file belongs to: its first path component (`net/msg.rs` is

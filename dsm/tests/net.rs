@@ -4,7 +4,8 @@
 //! execution modes unless it says otherwise.
 
 use dsm::launch::{launch, ExecMode, LaunchError, LaunchSpec, NodeCtx};
-use dsm::net::{profile, Backing, Net, Region};
+use dsm::net::{Backing, Net, Region};
+use dsm::profile;
 use std::time::{Duration, Instant};
 
 fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
@@ -391,7 +392,7 @@ fn crash(mode: ExecMode, how: &'static str) -> (LaunchError, Duration) {
         if ctx.node == 1 {
             match how {
                 "panic" => panic!("node one gives up"),
-                "kill" => dsm::sys::raise_kill(),
+                "kill" => dsm::testing::raise_kill(),
                 _ => std::process::exit(3),
             }
         }

@@ -66,7 +66,7 @@ fn modes(list: &str) -> anyhow::Result<Vec<ExecMode>> {
 struct Timing {
     clock: dsm::ClockMode,
     platform: dsm::platform::Platform,
-    network: dsm::net::Profile,
+    network: dsm::profile::Profile,
 }
 
 pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
@@ -77,7 +77,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let platform = dsm::platform::resolve(&a.platform)
         .map_err(|e| anyhow::anyhow!("--platform `{}` is not valid: {e}", a.platform))?;
     let network = match &a.network {
-        Some(n) => dsm::net::profile::by_name(n)
+        Some(n) => dsm::profile::by_name(n)
             .map_err(|e| anyhow::anyhow!("--network `{n}` is not valid: {e}"))?,
         None => platform
             .network_profile()
@@ -168,7 +168,7 @@ fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
         nodes,
         procs: 1,
         heap_bytes: 1 << 21,
-        profile: dsm::net::profile::by_name("host").expect("host profile"),
+        profile: dsm::profile::by_name("host").expect("host profile"),
         mode,
         child_args: None,
         trace_entries: 0,

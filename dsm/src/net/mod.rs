@@ -35,7 +35,6 @@
 mod msg;
 pub(crate) mod timing;
 
-pub use crate::profile;
 pub use crate::profile::{Features, Profile};
 pub use msg::{Inbound, MsgError, MAX_MESSAGE_BYTES};
 pub use crate::control::AbortOrigin;
