@@ -614,9 +614,10 @@ impl Cluster {
                 Arc::clone(sched.get_or_init(|| {
                     let work_fs = match &cfg.compute {
                         Compute::Measured => None,
-                        Compute::Counted { ns_per_unit } => Some(
-                            ns_per_unit.iter().map(|&ns| crate::sched::fs_per_unit(ns)).collect(),
-                        ),
+                        Compute::Counted { ns_per_unit } => {
+                            let fs = ns_per_unit.iter().map(|&ns| crate::sched::fs_per_unit(ns));
+                            Some(fs.collect())
+                        }
                     };
                     crate::sched::Sched::new(
                         Arc::clone(&ctx.fabric) as Arc<dyn AsRef<Control> + Send + Sync>,

@@ -130,7 +130,6 @@
 //! loopback), so [`Broadcast::lookup`] at the home always misses: it has the master.
 
 // The engine calls this module once CSM-ADB is wired in; until then only the tests do.
-#![allow(dead_code)]
 
 #[cfg(doc)]
 use crate::net::Rx;

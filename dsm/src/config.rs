@@ -431,7 +431,8 @@ impl Config {
             ));
         }
         let host = crate::sys::host_page_size();
-        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 16384 {
+        let most = crate::wire::MAX_PAGE_BYTES;
+        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > most {
             return bad(format!(
                 "page size {} bytes ({} KiB) is not a power-of-two multiple of the host page ({} KiB) of at most 16 KiB; use 4 or 8 KiB (--page-kb 4 or --page-kb 8, or DSM_PAGE_KB)",
                 self.page_bytes,

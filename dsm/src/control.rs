@@ -156,7 +156,8 @@ impl Control {
             for (slot, &b) in self.abort_cause.iter().zip(&cause.as_bytes()[..len]) {
                 slot.store(b, Ordering::Relaxed);
             }
-            self.abort_cause_len.store(len as u32 + 1, Ordering::Release);
+            self.abort_cause_len
+                .store(len as u32 + 1, Ordering::Release);
         }
         self.abort();
         won

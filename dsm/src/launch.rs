@@ -637,7 +637,11 @@ fn launch_processes(
         let stop_before_exec = stop == Some((node, StopPoint::BeforeExec));
         match sys::spawn_node_process(&args, &env, &[fd], stop_before_exec) {
             Ok(child) => {
-                fabric.control().status(node).pid.store(child.id(), Ordering::Relaxed);
+                fabric
+                    .control()
+                    .status(node)
+                    .pid
+                    .store(child.id(), Ordering::Relaxed);
                 children.push(Some(child));
             }
             Err(source) => {
@@ -719,7 +723,10 @@ fn launch_processes(
             // The report is the origin the fabric recorded, whichever process exits first;
             // wait for it to be published, or for every node to be gone, within a bound.
             let since = *aborted_at.get_or_insert_with(Instant::now);
-            let recorded = matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { .. });
+            let recorded = matches!(
+                fabric.control().abort_origin(),
+                AbortOrigin::Recorded { .. }
+            );
             if recorded || exited.iter().all(|e| *e) || since.elapsed() > ORIGIN_WAIT {
                 stop_all(fabric, &mut children);
                 return Err(failure_report(fabric, failure));
@@ -752,7 +759,11 @@ fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
 }
 
 fn read_result(fabric: &Fabric, node: usize) -> Result<Vec<u8>, LaunchError> {
-    let len = fabric.control().status(node).result_len.load(Ordering::Acquire) as usize;
+    let len = fabric
+        .control()
+        .status(node)
+        .result_len
+        .load(Ordering::Acquire) as usize;
     if len > RESULT_BYTES {
         return Err(LaunchError::ResultTooLarge {
             node,
@@ -778,7 +789,8 @@ fn write_result(fabric: &Fabric, node: usize, bytes: &[u8]) -> Result<(), Launch
     // SAFETY: the result area of this node is RESULT_BYTES long and written only by it.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), fabric.result_area(node), bytes.len()) };
     fabric
-        .control().status(node)
+        .control()
+        .status(node)
         .result_len
         .store(bytes.len() as u64, Ordering::Release);
     Ok(())
@@ -811,7 +823,8 @@ where
         let fd = unsafe { sys::adopt_fd(fd) };
         let fabric = Fabric::adopt(fd, layout)?;
         fabric
-            .control().status(node)
+            .control()
+            .status(node)
             .state
             .store(node_state::RUNNING, Ordering::Release);
         start_startup_beat(&fabric, node);
@@ -828,7 +841,8 @@ where
         Ok((fabric, node, Ok(bytes))) => match write_result(&fabric, node, &bytes) {
             Ok(()) => {
                 fabric
-                    .control().status(node)
+                    .control()
+                    .status(node)
                     .state
                     .store(node_state::DONE, Ordering::Release);
                 std::process::exit(0)
@@ -846,7 +860,8 @@ where
 fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
     let _ = write_result(fabric, node, cause.as_bytes());
     fabric
-        .control().status(node)
+        .control()
+        .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
     record_failure(fabric, node, cause);
@@ -858,7 +873,8 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
 pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
     let _ = write_result(fabric, node, msg.as_bytes());
     fabric
-        .control().status(node)
+        .control()
+        .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
     record_failure(fabric, node, msg);
@@ -870,7 +886,8 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
 /// transmitting. Fails if the cluster aborts meanwhile.
 pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
     fabric
-        .control().status(node)
+        .control()
+        .status(node)
         .state
         .store(node_state::READY, Ordering::Release);
     // Nodes parked in this barrier wait for our state: wake them.
@@ -878,8 +895,10 @@ pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::M
     for n in 0..nodes {
         crate::wait::wake(fabric.control(), n);
     }
-    let ready =
-        || (0..nodes).all(|n| fabric.control().status(n).state.load(Ordering::Acquire) >= node_state::READY);
+    let ready = || {
+        (0..nodes)
+            .all(|n| fabric.control().status(n).state.load(Ordering::Acquire) >= node_state::READY)
+    };
     crate::wait::Seam::new(fabric.control(), node).until(crate::wait::WaitFor::Startup, ready)?;
     // A node process's start-up beat ends: its service thread beats from here on.
     PAST_STARTUP.store(true, Ordering::Release);

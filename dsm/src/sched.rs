@@ -166,7 +166,8 @@ impl std::fmt::Display for WaitFor {
 
 /// Names message kinds in [`WaitFor`]'s text; the protocol's codec registers its names
 /// ([`name_message_kinds`]). Until it does, a kind is shown by number.
-static KIND_NAMES: std::sync::OnceLock<fn(u16) -> Option<&'static str>> = std::sync::OnceLock::new();
+static KIND_NAMES: std::sync::OnceLock<fn(u16) -> Option<&'static str>> =
+    std::sync::OnceLock::new();
 
 /// Registers the names of message kinds for [`WaitFor`]'s text (the first call wins; the
 /// protocol makes it when it builds a node).
@@ -895,7 +896,13 @@ impl Timeline<'_> {
 
     /// Performs `action` (a write into `node`'s memory) when the simulation reaches time
     /// `at`, after everything scheduled for the same time before it, then wakes `wake`.
-    pub(crate) fn deliver_at(&mut self, at: u64, node: usize, wake: Wake, action: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn deliver_at(
+        &mut self,
+        at: u64,
+        node: usize,
+        wake: Wake,
+        action: Box<dyn FnOnce() + Send>,
+    ) {
         self.st.schedule(at, Delivery { node, wake, action });
     }
 

@@ -90,7 +90,6 @@ impl Mapping {
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize
     }
-
 }
 
 impl Drop for Mapping {

@@ -123,7 +123,6 @@ pub fn between(a: &Tally, b: &Tally) -> Tally {
     std::array::from_fn(|k| b[k].wrapping_sub(a[k]))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,12 +10,18 @@ use std::path::Path;
 /// Every module of the crate, bottom up, in the layers `src/lib.rs` describes. A module
 /// may import only modules listed before it (so the imports can hold no circle).
 const ORDER: &[(&str, &[&str])] = &[
-    ("the host door and plain data", &["sys", "ids", "profile", "platform", "testing"]),
+    (
+        "the host door and plain data",
+        &["sys", "ids", "profile", "platform", "testing"],
+    ),
     ("the cluster's control block", &["control"]),
     ("time", &["sched", "wait", "work", "stats"]),
     ("the network", &["net"]),
     ("the launcher", &["launch"]),
-    ("the protocol's data", &["page", "diff", "wire", "directory", "broadcast"]),
+    (
+        "the protocol's data",
+        &["page", "diff", "wire", "directory", "broadcast"],
+    ),
     ("configuration", &["config"]),
     ("strategies and engine", &["fault", "sync", "engine"]),
     ("the public API", &["host", "api", "lib"]),
@@ -160,9 +166,12 @@ fn violations(src: &Path) -> Vec<(String, String, String)> {
     for f in files {
         let rel = f.strip_prefix(src).expect("under src");
         let m = module_of(rel);
-        let (mine, _) = *rank
-            .get(m.as_str())
-            .unwrap_or_else(|| panic!("module {m} ({}) is not in ORDER: give it its layer", rel.display()));
+        let (mine, _) = *rank.get(m.as_str()).unwrap_or_else(|| {
+            panic!(
+                "module {m} ({}) is not in ORDER: give it its layer",
+                rel.display()
+            )
+        });
         let code = strip_comments(&std::fs::read_to_string(&f).expect("readable source"));
         for to in imports(&code) {
             if to == m {
@@ -170,7 +179,9 @@ fn violations(src: &Path) -> Vec<(String, String, String)> {
             }
             let theirs = rank
                 .get(to.as_str())
-                .unwrap_or_else(|| panic!("{} names crate::{to}, which is not in ORDER", rel.display()))
+                .unwrap_or_else(|| {
+                    panic!("{} names crate::{to}, which is not in ORDER", rel.display())
+                })
                 .0;
             if theirs >= mine {
                 bad.push((rel.display().to_string(), m.clone(), to));
@@ -196,7 +207,11 @@ fn every_module_imports_only_from_below() {
             )
         })
         .collect();
-    assert!(bad.is_empty(), "imports against the layer order:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "imports against the layer order:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -222,13 +237,26 @@ fn an_upward_import_is_found() {
     let dir = std::env::temp_dir().join(format!("dsm-layers-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("net")).expect("temporary directory");
     std::fs::write(dir.join("sched.rs"), "use crate::control::Control;\n").expect("write");
-    std::fs::write(dir.join("net/timing.rs"), "use crate::sched::Wake;\nuse super::Fabric;\n")
-        .expect("write");
+    std::fs::write(
+        dir.join("net/timing.rs"),
+        "use crate::sched::Wake;\nuse super::Fabric;\n",
+    )
+    .expect("write");
     assert!(violations(&dir).is_empty());
     // The scheduler naming the network: time would know the network again.
-    std::fs::write(dir.join("sched.rs"), "fn f() { crate::net::timing::Links::default(); }\n")
-        .expect("write");
+    std::fs::write(
+        dir.join("sched.rs"),
+        "fn f() { crate::net::timing::Links::default(); }\n",
+    )
+    .expect("write");
     let found = violations(&dir);
     std::fs::remove_dir_all(&dir).expect("clean up");
-    assert_eq!(found, [("sched.rs".to_string(), "sched".to_string(), "net".to_string())]);
+    assert_eq!(
+        found,
+        [(
+            "sched.rs".to_string(),
+            "sched".to_string(),
+            "net".to_string()
+        )]
+    );
 }
