@@ -9,7 +9,8 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use crossbeam::channel::{bounded, Receiver, Sender};
 use dsm::launch::{launch, ExecMode, LaunchSpec};
-use dsm::net::{profile, Backing, Net, MC_PAGE_BYTES};
+use dsm::net::{Backing, Net, MC_PAGE_BYTES};
+use dsm::profile;
 use std::time::{Duration, Instant};
 
 const PING: u16 = 1;

@@ -30,7 +30,8 @@
 //! lock, barrier or flag of this crate orders the two accesses. A racy program does not
 //! corrupt the runtime, but may read stale or torn values.
 
-use crate::config::{Config, DataStrategy, DsmError, FaultBackend, MetadataStrategy};
+use crate::config::{Compute, Config, DataStrategy, DsmError, FaultBackend, MetadataStrategy};
+use crate::control::Control;
 use crate::directory::Directory;
 use crate::engine::{Allocation, Node, Regions};
 use crate::fault::Protector;
@@ -184,7 +185,8 @@ pub struct Flag {
 }
 
 impl Lock {
-    /// Acquires the lock (an acquire: see [`crate::sync`] for what becomes visible).
+    /// Acquires the lock (an acquire: see the crate's "Memory ordering" for what becomes
+    /// visible).
     pub fn acquire(&self, p: &Proc) {
         p.node.sync.lock_acquire(&*p.node, self.id, p.id);
     }
@@ -623,7 +625,9 @@ impl Cluster {
 
     /// Runs an SPMD program: `setup` on every node, then its returned body on every
     /// processor. Returns when every processor has finished, or with an error naming the
-    /// node that failed.
+    /// node that failed. With one process per node, a program that runs several clusters
+    /// skips in each node process the runs that are not its own: see
+    /// [`skip_other_run`](crate::skip_other_run).
     pub fn run<S, B, R>(&self, setup: S) -> Result<Report<R>, DsmError>
     where
         S: Fn(&mut Setup) -> B + Sync,
@@ -657,13 +661,20 @@ impl Cluster {
         let outcomes = launch_with_stall_timeout(&spec, stall, |ctx| {
             let s = modeled.then(|| {
                 Arc::clone(sched.get_or_init(|| {
+                    let work_fs = match &cfg.compute {
+                        Compute::Measured => None,
+                        Compute::Counted { ns_per_unit } => {
+                            let fs = ns_per_unit.iter().map(|&ns| crate::sched::fs_per_unit(ns));
+                            Some(fs.collect())
+                        }
+                    };
                     crate::sched::Sched::new(
-                        Arc::clone(&ctx.fabric),
+                        Arc::clone(&ctx.fabric) as Arc<dyn AsRef<Control> + Send + Sync>,
                         cfg.nodes,
                         cfg.procs_per_node,
                         cfg.platform.host.clone(),
                         cfg.profile.clone(),
-                        &cfg.compute,
+                        work_fs,
                         cfg.cpu_scale,
                     )
                 }))
@@ -855,7 +866,7 @@ fn is_abort_panic(p: &(dyn std::any::Any + Send)) -> bool {
         .downcast_ref::<String>()
         .map(String::as_str)
         .or_else(|| p.downcast_ref::<&str>().copied());
-    msg.is_some_and(|m| m.contains(crate::ABORT_MESSAGE))
+    msg.is_some_and(|m| m.contains(crate::control::ABORT_MESSAGE))
 }
 
 fn run_node<S, B, R>(
@@ -971,7 +982,7 @@ where
                         space_mib: cfg
                             .profile
                             .address_space_bytes
-                            .min(crate::net::profile::MAX_SIMULATED_ADDRESS_SPACE)
+                            .min(crate::profile::MAX_SIMULATED_ADDRESS_SPACE)
                             >> 20,
                         network: cfg.profile.title.to_string(),
                         protocol: proto.name.to_string(),

@@ -130,7 +130,6 @@
 //! loopback), so [`Broadcast::lookup`] at the home always misses: it has the master.
 
 // The engine calls this module once CSM-ADB is wired in; until then only the tests do.
-#![allow(dead_code)]
 
 #[cfg(doc)]
 use crate::net::Rx;
@@ -452,7 +451,8 @@ impl Broadcast {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::{profile, Fabric, Layout};
+    use crate::net::{Fabric, Layout};
+    use crate::profile;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! execution mode, heap size; with `DSM_*` environment overrides and the errors a bad
 //! configuration gets.
 
-use crate::launch::ExecMode;
-use crate::net::{profile, Features, Profile};
+use crate::launch::{ExecMode, OtherRun};
+use crate::profile::{self, Features, Profile};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -335,10 +335,9 @@ pub enum DsmError {
     },
 }
 
-impl DsmError {
-    /// True in a node process for a run before the one it serves (see
-    /// [`crate::launch::LaunchError::OtherRun`]): the caller skips that run.
-    pub fn is_other_run(&self) -> bool {
+/// A node process's run before the one it serves (see [`crate::launch::skip_other_run`]).
+impl OtherRun for DsmError {
+    fn is_other_run(&self) -> bool {
         matches!(self, DsmError::Launch(e) if e.is_other_run())
     }
 }
@@ -432,7 +431,8 @@ impl Config {
             ));
         }
         let host = crate::sys::host_page_size();
-        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > 16384 {
+        let most = crate::wire::MAX_PAGE_BYTES;
+        if !self.page_bytes.is_power_of_two() || self.page_bytes < host || self.page_bytes > most {
             return bad(format!(
                 "page size {} bytes ({} KiB) is not a power-of-two multiple of the host page ({} KiB) of at most 16 KiB; use 4 or 8 KiB (--page-kb 4 or --page-kb 8, or DSM_PAGE_KB)",
                 self.page_bytes,

@@ -48,7 +48,8 @@ impl<'a> Run<'a> {
         WORD + usize::from(self.mask.is_some())
     }
 
-    /// The number of bytes the run changes.
+    /// The number of bytes the run changes (the tests' measure of a diff).
+    #[cfg(test)]
     pub fn changed_bytes(&self) -> usize {
         match self.mask {
             None => self.data.len(),
@@ -204,7 +205,9 @@ pub fn runs(diff: &[u8]) -> impl Iterator<Item = Run<'_>> {
     })
 }
 
-/// Applies an encoded diff to `page`: writes exactly the bytes its runs changed.
+/// Applies an encoded diff to `page`: writes exactly the bytes its runs changed. The
+/// tests' reference: the engine applies the runs a message carries (`wire::DiffRuns`).
+#[cfg(test)]
 pub fn apply(diff: &[u8], page: &mut [u8]) {
     for run in runs(diff) {
         for (off, bytes) in run.ranges() {

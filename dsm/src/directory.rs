@@ -30,8 +30,9 @@
 //! its grant reaches the new home, so every node that reads the word after that asks the
 //! new home (which defers requests until it has taken over).
 
+use crate::ids::NodeId;
 use crate::net::{Backing, Net, NetError, Region};
-use crate::page::{PageState, NO_HOME};
+use crate::page::PageState;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -76,7 +77,7 @@ pub(crate) struct Replicated {
 
 pub(crate) struct HomeHeld {
     /// At the manager: the first-touch home of each page it manages.
-    homes: Mutex<Vec<u16>>,
+    homes: Mutex<Vec<Option<NodeId>>>,
     /// Write notices received and not yet acted on.
     inbox: Mutex<Vec<u32>>,
 }
@@ -169,7 +170,7 @@ impl Directory {
 
     pub fn home_held(npages: usize) -> Directory {
         Directory::HomeHeld(HomeHeld {
-            homes: Mutex::new(vec![NO_HOME; npages]),
+            homes: Mutex::new(vec![None; npages]),
             inbox: Mutex::new(Vec::new()),
         })
     }
@@ -205,10 +206,9 @@ impl Directory {
             }
             Directory::HomeHeld(h) => {
                 let mut homes = h.homes.lock().expect("poisoned");
-                if homes[p as usize] == NO_HOME {
-                    homes[p as usize] = claimant as u16;
-                }
-                homes[p as usize] as usize
+                homes[p as usize]
+                    .get_or_insert(NodeId::from_usize(claimant))
+                    .index()
             }
         }
     }
@@ -220,7 +220,9 @@ impl Directory {
                 .rx(r.dir)
                 .atomic_u32(p as u64 * r.stride)
                 .store(home as u32 + 1, Ordering::Release),
-            Directory::HomeHeld(h) => h.homes.lock().expect("poisoned")[p as usize] = home as u16,
+            Directory::HomeHeld(h) => {
+                h.homes.lock().expect("poisoned")[p as usize] = Some(NodeId::from_usize(home));
+            }
         }
     }
 

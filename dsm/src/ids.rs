@@ -1,31 +1,18 @@
 //! Newtypes for the identifiers the protocol passes around, so a page index can never be
 //! handed where a node is expected. Their invariants are stated on each type.
 
-// The engine switches to these ids later; until then only the wire codec uses them.
-#![allow(dead_code)]
+//! The wire codec carries pages and nodes as these types; the engine still passes them as
+//! bare `u32` and `usize` inside a node, and converts at the codec.
 
-use crate::net::MAX_NODES;
 use std::fmt;
+
+/// Largest cluster: sets of nodes are bit masks in one word.
+pub const MAX_NODES: usize = 32;
 
 /// Index of a coherence page in the shared heap. Invariant: < the heap's page count
 /// (checked by the engine, which alone knows the heap's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct PageId(pub u32);
-
-impl PageId {
-    /// The page at index `i` of the heap.
-    ///
-    /// # Panics
-    ///
-    /// If `i` does not fit in 32 bits: no heap has that many pages, so the caller is broken.
-    pub(crate) fn from_usize(i: usize) -> PageId {
-        PageId(u32::try_from(i).unwrap_or_else(|_| panic!("page index {i} exceeds u32")))
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self.0 as usize
-    }
-}
 
 impl fmt::Display for PageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -78,8 +65,7 @@ mod tests {
 
     #[test]
     fn ids_display_what_they_name() {
-        assert_eq!(PageId::from_usize(12).to_string(), "page 12");
+        assert_eq!(PageId(12).to_string(), "page 12");
         assert_eq!(NodeId(3).to_string(), "node 3");
-        assert_eq!(PageId(7).index(), 7);
     }
 }

@@ -16,26 +16,27 @@
 //! A node process runs the program from the start, so it meets every earlier `launch` call
 //! of the program too: the launcher numbers the calls, and in a node process every call
 //! before the one it was started for returns [`LaunchError::OtherRun`] at once, which a
-//! program that launches several clusters skips (`continue`s past). Inside a libtest test
+//! program that launches several clusters skips with [`skip_other_run`] (the rule is
+//! written down there). Inside a libtest test
 //! the launcher runs just the current test in the child; other programs get their own
 //! arguments unless [`LaunchSpec::child_args`] says otherwise.
 //!
 //! # The first failure
 //!
 //! The first node to fail records itself and its cause in the fabric
-//! ([`Fabric::fail`]: a compare-exchange on the origin word, then the cause, published
+//! (`Control::fail`: a compare-exchange on the origin word, then the cause, published
 //! before the abort flag), before any other node can stop on the abort. In both modes
 //! the launcher reports that record, so the report never depends on which process or
 //! thread ends first. A node that dies without recording (killed by a signal, an early
 //! exit) gets its cause recorded by the launcher, under the same compare-exchange. Panics
-//! that are consequences of the abort ([`crate::ABORT_MESSAGE`]) print nothing.
+//! that are consequences of the abort ([`crate::control::ABORT_MESSAGE`]) print nothing.
 //!
 //! # Stalled nodes
 //!
 //! Every [`crate::net::Net::poll`] bumps the node's heartbeat word in the fabric; the
 //! service thread polls at least every 50 ms while the node runs, even while its
 //! processors compute. The launcher watches the heartbeats, in host time, and when one
-//! stands still for the stall limit ([`crate::Config::stall_timeout`], 10 s by default) it
+//! stands still for the stall limit (`Config::stall_timeout`, 10 s by default) it
 //! records `node N stopped responding: no heartbeat for ...` as the failure and stops the
 //! run: in process mode it kills every node process; in thread mode it aborts the cluster
 //! (a node thread cannot be killed: one stuck outside every abort check keeps the run
@@ -43,7 +44,7 @@
 //!
 //! Start-up is watched too. The launcher never waits for a child: it forks and goes on,
 //! and learns from a close-on-exec pipe when the child has `exec`ed
-//! ([`sys::spawn_node_process`]). A node process that has not reached this cluster run
+//! (`sys::spawn_node_process`). A node process that has not reached this cluster run
 //! (its launch call) within the start-up limit, three times the stall limit (it runs the
 //! program from the start, with no heartbeat yet), is reported as stopped, saying whether
 //! it had `exec`ed. From its launch call to the end of the start-up barrier a node process
@@ -59,7 +60,8 @@
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
 //! a node at exactly these points; process mode only.
 
-use crate::net::{node_state, AbortOrigin, Fabric, Layout, Profile, RESULT_BYTES};
+use crate::control::{node_state, AbortOrigin};
+use crate::net::{Fabric, Layout, Profile, RESULT_BYTES};
 use crate::sys;
 use std::ffi::OsString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -138,10 +140,47 @@ pub enum LaunchError {
     OtherRun,
 }
 
-impl LaunchError {
-    /// True for [`LaunchError::OtherRun`].
-    pub fn is_other_run(&self) -> bool {
+impl OtherRun for LaunchError {
+    fn is_other_run(&self) -> bool {
         matches!(self, LaunchError::OtherRun)
+    }
+}
+
+/// An error that may say "this node process serves another cluster run" (see
+/// [`skip_other_run`]). The DSM's errors implement it, and so may a program's own error
+/// type that wraps them.
+pub trait OtherRun {
+    /// True in a node process for a cluster run that is not the one it serves.
+    fn is_other_run(&self) -> bool;
+}
+
+/// The process-mode rule, in one place: `Ok(None)` for a cluster run this process must
+/// skip, else `result` as it is.
+///
+/// With one process per node (`ExecMode::Processes`), every node process runs the whole
+/// program again from the start, SPMD style, and so meets every cluster run the program
+/// makes before (and after) the one it was started for. The launcher numbers the runs: in
+/// a node process every run before its own returns at once with an error for which
+/// [`OtherRun::is_other_run`] holds, and its own run never returns (the process exits
+/// when its node is done). A program that makes several cluster runs therefore skips the
+/// runs that are not its own and goes on to the next, doing no other work for them (no
+/// sequential run to compare with, no output):
+///
+/// ```no_run
+/// # fn cluster_run(i: usize) -> Result<u64, dsm::DsmError> { Ok(0) }
+/// for i in 0..3 {
+///     let Some(result) = dsm::skip_other_run(cluster_run(i)).expect("run") else {
+///         continue; // a node process serving another run
+///     };
+///     println!("run {i}: {result}");
+/// }
+/// ```
+///
+/// In the launching process (and with threads) no run is skipped.
+pub fn skip_other_run<T, E: OtherRun>(result: Result<T, E>) -> Result<Option<T>, E> {
+    match result {
+        Err(e) if e.is_other_run() => Ok(None),
+        r => r.map(Some),
     }
 }
 
@@ -214,7 +253,7 @@ fn start_startup_beat(fabric: &Arc<Fabric>, node: usize) {
         .name("dsm-startup-beat".into())
         .spawn(move || {
             while !PAST_STARTUP.load(Ordering::Acquire) {
-                fabric.beat(node);
+                fabric.control().beat(node);
                 std::thread::sleep(STARTUP_BEAT);
             }
         });
@@ -247,7 +286,7 @@ pub fn check_environment() -> Result<(), LaunchError> {
 
 /// Runs `node_main` on every node and returns each node's result, in node order. No stall
 /// watch: a node function of its own has no service loop to beat the heartbeat (a
-/// [`crate::Cluster`] run has one, and is watched; see [`launch_with_stall_timeout`]).
+/// `Cluster` run has one, and is watched; see [`launch_with_stall_timeout`]).
 pub fn launch<F>(spec: &LaunchSpec, node_main: F) -> Result<Vec<Vec<u8>>, LaunchError>
 where
     F: Fn(NodeCtx) -> NodeResult + Sync,
@@ -290,7 +329,7 @@ where
 }
 
 /// Installs, once per process, a panic hook that prints nothing for the panics an abort
-/// causes (their message holds [`crate::ABORT_MESSAGE`]): they are consequences of another
+/// causes (their message holds [`crate::control::ABORT_MESSAGE`]): they are consequences of another
 /// node's failure, which the launcher reports, not failures of their own. Every other
 /// panic goes to the hook that was installed before.
 fn quiet_abort_panics() {
@@ -314,16 +353,16 @@ fn quiet_abort_panics() {
 /// its own and the first, and in any case aborts the cluster.
 pub(crate) fn record_failure(fabric: &Fabric, node: usize, cause: &str) {
     if is_secondary(cause) {
-        fabric.abort();
+        fabric.control().abort();
     } else {
-        fabric.fail(node, cause);
+        fabric.control().fail(node, cause);
     }
 }
 
 /// The error of a failed run: the origin recorded in the fabric if there is one, else the
 /// launcher's own first failure (`fallback`).
 fn failure_report(fabric: &Fabric, fallback: Option<(usize, String)>) -> LaunchError {
-    match (fabric.abort_origin(), fallback) {
+    match (fabric.control().abort_origin(), fallback) {
         (AbortOrigin::Recorded { node, cause }, _) if cause.starts_with(STALLED) => {
             LaunchError::Stalled { node, cause }
         }
@@ -380,12 +419,12 @@ impl StallWatch {
     ) -> Option<(usize, String)> {
         let now = Instant::now();
         let nodes = self.seen.len();
-        let state = |n: usize| fabric.status(n).state.load(Ordering::Acquire);
+        let state = |n: usize| fabric.control().status(n).state.load(Ordering::Acquire);
         let all_ready = (0..nodes).all(|n| !live(n) || state(n) >= node_state::READY);
         let advice = "the other nodes were stopped; raise the limit with --stall-timeout or DSM_STALL_TIMEOUT if the node is only slow";
         for node in 0..nodes {
             let s = state(node);
-            let pid = fabric.status(node).pid.load(Ordering::Relaxed);
+            let pid = fabric.control().status(node).pid.load(Ordering::Relaxed);
             let pid = if pid == 0 {
                 String::new()
             } else {
@@ -423,7 +462,7 @@ impl StallWatch {
                 self.seen[node] = None;
                 continue;
             }
-            let beat = fabric.heartbeat(node);
+            let beat = fabric.control().heartbeat(node);
             match self.seen[node] {
                 Some((last, since)) if last == beat => {
                     if now.duration_since(since) >= self.limit {
@@ -469,7 +508,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 fn is_secondary(cause: &str) -> bool {
-    cause.contains(crate::ABORT_MESSAGE)
+    cause.contains(crate::control::ABORT_MESSAGE)
 }
 
 fn launch_threads<F>(
@@ -491,11 +530,11 @@ where
             .name("dsm-stall-watch".into())
             .spawn_scoped(s, || {
                 let mut watch = StallWatch::new(nodes, stall_timeout, false);
-                while !all_finished.load(Ordering::Acquire) && !fabric.aborted() {
+                while !all_finished.load(Ordering::Acquire) && !fabric.control().aborted() {
                     if let Some((node, cause)) =
                         watch.check(fabric, |n| !finished[n].load(Ordering::Acquire), |_| false)
                     {
-                        fabric.fail(node, &cause);
+                        fabric.control().fail(node, &cause);
                         break;
                     }
                     std::thread::park_timeout(WATCH_INTERVAL);
@@ -546,7 +585,7 @@ where
         results
     });
     let first = first_failure.into_inner().expect("poisoned");
-    if first.is_some() || fabric.aborted() {
+    if first.is_some() || fabric.control().aborted() {
         return Err(failure_report(fabric, first));
     }
     Ok(results
@@ -598,7 +637,11 @@ fn launch_processes(
         let stop_before_exec = stop == Some((node, StopPoint::BeforeExec));
         match sys::spawn_node_process(&args, &env, &[fd], stop_before_exec) {
             Ok(child) => {
-                fabric.status(node).pid.store(child.id(), Ordering::Relaxed);
+                fabric
+                    .control()
+                    .status(node)
+                    .pid
+                    .store(child.id(), Ordering::Relaxed);
                 children.push(Some(child));
             }
             Err(source) => {
@@ -637,7 +680,7 @@ fn launch_processes(
                 Ok(Some(status)) => {
                     exited[node] = true;
                     children[node] = None;
-                    let state = fabric.status(node).state.load(Ordering::Acquire);
+                    let state = fabric.control().status(node).state.load(Ordering::Acquire);
                     if state == node_state::DONE && status.success() {
                         done[node] = true;
                         continue;
@@ -671,16 +714,19 @@ fn launch_processes(
         if done.iter().all(|d| *d) {
             break;
         }
-        if !fabric.aborted() {
+        if !fabric.control().aborted() {
             if let Some((node, cause)) = watch.check(fabric, |n| !exited[n], |n| !exec_done[n]) {
-                fabric.fail(node, &cause);
+                fabric.control().fail(node, &cause);
             }
         }
-        if fabric.aborted() {
+        if fabric.control().aborted() {
             // The report is the origin the fabric recorded, whichever process exits first;
             // wait for it to be published, or for every node to be gone, within a bound.
             let since = *aborted_at.get_or_insert_with(Instant::now);
-            let recorded = matches!(fabric.abort_origin(), AbortOrigin::Recorded { .. });
+            let recorded = matches!(
+                fabric.control().abort_origin(),
+                AbortOrigin::Recorded { .. }
+            );
             if recorded || exited.iter().all(|e| *e) || since.elapsed() > ORIGIN_WAIT {
                 stop_all(fabric, &mut children);
                 return Err(failure_report(fabric, failure));
@@ -703,7 +749,7 @@ fn wait_a_little() {
 }
 
 fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
-    fabric.abort();
+    fabric.control().abort();
     for c in children.iter_mut().flatten() {
         sys::kill_process(c.id());
     }
@@ -713,7 +759,11 @@ fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
 }
 
 fn read_result(fabric: &Fabric, node: usize) -> Result<Vec<u8>, LaunchError> {
-    let len = fabric.status(node).result_len.load(Ordering::Acquire) as usize;
+    let len = fabric
+        .control()
+        .status(node)
+        .result_len
+        .load(Ordering::Acquire) as usize;
     if len > RESULT_BYTES {
         return Err(LaunchError::ResultTooLarge {
             node,
@@ -739,6 +789,7 @@ fn write_result(fabric: &Fabric, node: usize, bytes: &[u8]) -> Result<(), Launch
     // SAFETY: the result area of this node is RESULT_BYTES long and written only by it.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), fabric.result_area(node), bytes.len()) };
     fabric
+        .control()
         .status(node)
         .result_len
         .store(bytes.len() as u64, Ordering::Release);
@@ -772,6 +823,7 @@ where
         let fd = unsafe { sys::adopt_fd(fd) };
         let fabric = Fabric::adopt(fd, layout)?;
         fabric
+            .control()
             .status(node)
             .state
             .store(node_state::RUNNING, Ordering::Release);
@@ -789,6 +841,7 @@ where
         Ok((fabric, node, Ok(bytes))) => match write_result(&fabric, node, &bytes) {
             Ok(()) => {
                 fabric
+                    .control()
                     .status(node)
                     .state
                     .store(node_state::DONE, Ordering::Release);
@@ -807,6 +860,7 @@ where
 fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
     let _ = write_result(fabric, node, cause.as_bytes());
     fabric
+        .control()
         .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
@@ -819,6 +873,7 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
 pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
     let _ = write_result(fabric, node, msg.as_bytes());
     fabric
+        .control()
         .status(node)
         .state
         .store(node_state::FAILED, Ordering::Release);
@@ -831,17 +886,20 @@ pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -
 /// transmitting. Fails if the cluster aborts meanwhile.
 pub fn startup_barrier(fabric: &Fabric, node: usize) -> Result<(), crate::net::MsgError> {
     fabric
+        .control()
         .status(node)
         .state
         .store(node_state::READY, Ordering::Release);
     // Nodes parked in this barrier wait for our state: wake them.
     let nodes = fabric.layout().nodes;
     for n in 0..nodes {
-        crate::wait::wake(fabric, n);
+        crate::wait::wake(fabric.control(), n);
     }
-    let ready =
-        || (0..nodes).all(|n| fabric.status(n).state.load(Ordering::Acquire) >= node_state::READY);
-    crate::wait::Seam::new(fabric, node).until(crate::wait::WaitFor::Startup, ready)?;
+    let ready = || {
+        (0..nodes)
+            .all(|n| fabric.control().status(n).state.load(Ordering::Acquire) >= node_state::READY)
+    };
+    crate::wait::Seam::new(fabric.control(), node).until(crate::wait::WaitFor::Startup, ready)?;
     // A node process's start-up beat ends: its service thread beats from here on.
     PAST_STARTUP.store(true, Ordering::Release);
     Ok(())

@@ -1,25 +1,61 @@
 //! cashmere's `dsm` crate: a Cashmere-style software distributed shared memory.
 //!
-//! Layers, bottom up: [`sys`] (the only door to the operating system), [`net`] (a
-//! simulated Memory Channel network), [`launch`] (clusters of nodes as threads or
-//! processes). `wait` is the one place where any of them blocks a thread.
+//! # Memory ordering
+//!
+//! Programs must be data-race-free: conflicting accesses are ordered by the DSM's locks,
+//! barriers and flags, which make writes visible as follows (release consistency).
+//!
+//! * [`Lock::release`] completes a release (every write of this node is at its home and
+//!   noticed) before the lock can be granted; [`Lock::acquire`] performs an acquire
+//!   (pages named by received notices are invalidated) after the grant. So a processor
+//!   that acquires a lock sees every write made before the previous holder released it.
+//! * [`Barrier::wait`] is a release by every node followed by an acquire by every node:
+//!   after it, every processor sees every write made before any processor arrived.
+//! * [`Flag::set`] releases, then sets; [`Flag::wait`] returns after the flag is set and
+//!   an acquire: the waiter sees every write made before the set.
+//!
+//! # Layers
+//!
+//! Every module imports only from the modules below it (`tests/layers.rs` checks the
+//! code against this list; comments may point anywhere). Bottom up:
+//!
+//! 1. **The host door and plain data**: `sys` (the only door to the operating system),
+//!    `ids` (`PageId`, `NodeId`, [`net::MAX_NODES`]), [`profile`] (networks as data),
+//!    [`platform`] (host costs and paper times as data), `testing`.
+//! 2. **The cluster's control block**: `control` (abort flag, first failure, doorbells,
+//!    node status, heartbeats), in shared memory, known to every layer above.
+//! 3. **Time**: `sched` (the modeled clock: an event queue and activities), `wait` (the
+//!    one place where a thread blocks), [`work`] (counted computation), `stats` (the
+//!    per-processor clock). They know neither the network nor the launcher.
+//! 4. **The network**: [`net`] (a simulated Memory Channel; `net::timing`, its timing
+//!    model under the modeled clock).
+//! 5. **The launcher**: [`launch`] (clusters of nodes as threads or processes).
+//! 6. **The protocol's data**: `page`, `diff`, `wire` (the message codec), `directory`,
+//!    `broadcast`.
+//! 7. **Configuration**: `config` (checked against the network and the protocol's sizes).
+//! 8. **Strategies and engine**: `fault`, `sync`, `engine`.
+//! 9. **The public API**: `api`, [`host`] (what programs need from the host) and this
+//!    file's re-exports.
 
 mod api;
 mod broadcast;
 mod config;
-pub mod diff;
+mod control;
+mod diff;
 mod directory;
 mod engine;
 mod fault;
+pub mod host;
 mod ids;
 pub mod launch;
 pub mod net;
 mod page;
 mod sched;
 pub mod platform;
-pub mod stats;
-pub mod sync;
-pub mod sys;
+pub mod profile;
+mod stats;
+mod sync;
+mod sys;
 #[doc(hidden)]
 pub mod testing;
 mod wait;
@@ -30,15 +66,14 @@ pub use api::{
     Barrier, Cluster, Flag, Lock, LockGuard, Plain, Proc, ProcReport, Report, Setup, Shared,
     MAX_HOMES_FILE_BYTES,
 };
+pub use control::ABORT_MESSAGE;
 pub use config::{
     kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, DsmError, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };
-pub use launch::ExecMode;
+pub use launch::{skip_other_run, ExecMode, OtherRun};
+pub use sync::SyncError;
 pub use sched::MAX_VIRTUAL_NS;
 pub use stats::{Breakdown, Counters, Timed};
 
-/// The message every runtime wait gives when another node of the cluster failed.
-pub const ABORT_MESSAGE: &str =
-    "cluster aborted: another node failed (see the launcher's error for which and why)";

@@ -26,6 +26,7 @@
 //! * A page this node is migrating to itself (the hint's `PENDING` bit) is locked by the
 //!   processor that asked for it.
 
+use crate::ids::NodeId;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -48,14 +49,15 @@ pub(crate) enum Access {
     Write,
 }
 
-/// No home known yet (first touch has not happened, or this node has not heard of it).
-pub(crate) const NO_HOME: u16 = u16::MAX;
+/// A home hint's word when no home is known yet (first touch has not happened, or this
+/// node has not heard of it).
+const NO_HOME: u16 = u16::MAX;
 
 /// The state of one page at one node.
 pub(crate) struct PageState {
-    /// The home as this node knows it (`NO_HOME` if unknown). Exact at the home; possibly
+    /// The home as this node knows it (`None` if unknown). Exact at the home; possibly
     /// stale elsewhere under the home-held directory (requests then meet a redirect).
-    pub home: u16,
+    pub home: Option<NodeId>,
     /// How many times this node has seen the page's home move.
     pub home_epoch: u32,
     pub access: Access,
@@ -68,9 +70,9 @@ pub(crate) struct PageState {
     pub home_writing: bool,
     /// Home-held directory, at the home: the nodes sharing the page.
     pub sharers: u64,
-    /// At the home: the other node that holds the page in exclusive mode (`NO_HOME` if
-    /// none). The master copy is stale until that node's flush lands.
-    pub excl_at: u16,
+    /// At the home: the other node that holds the page in exclusive mode, if one does.
+    /// The master copy is stale until that node's flush lands.
+    pub excl_at: Option<NodeId>,
     /// At the home: a node has been sent to recall the page from `excl_at`; other
     /// requests for the page wait for its flush.
     pub recalling: bool,
@@ -97,7 +99,7 @@ impl std::fmt::Debug for PageState {
 impl PageState {
     fn new() -> PageState {
         PageState {
-            home: NO_HOME,
+            home: None,
             home_epoch: 0,
             access: Access::Invalid,
             twin: None,
@@ -105,14 +107,26 @@ impl PageState {
             exclusive: false,
             home_writing: false,
             sharers: 0,
-            excl_at: NO_HOME,
+            excl_at: None,
             recalling: false,
         }
     }
 
     /// True if `me` is the page's home.
     pub fn at_home(&self, me: usize) -> bool {
-        self.home as usize == me
+        self.home.is_some_and(|h| h.index() == me)
+    }
+
+    /// The page's home, where the caller relies on its being known (the page has been
+    /// fetched, or is cached or written here).
+    ///
+    /// # Panics
+    ///
+    /// If this node does not know the home: the caller is broken.
+    pub fn home_node(&self) -> usize {
+        self.home
+            .unwrap_or_else(|| panic!("the page's home is not known here: {self:?}"))
+            .index()
     }
 
     /// Asserts the invariants of the module doc.
@@ -130,9 +144,9 @@ impl PageState {
                 self.access == Access::Write,
                 "home-writing bit out of step with the home's access: {self:?}"
             );
-            if self.excl_at != NO_HOME {
+            if let Some(holder) = self.excl_at {
                 assert!(
-                    self.excl_at as usize != me
+                    holder.index() != me
                         && self.access == Access::Invalid
                         && !self.exclusive
                         && !self.dirty,
@@ -141,7 +155,7 @@ impl PageState {
             }
         } else {
             assert!(
-                self.excl_at == NO_HOME && !self.recalling,
+                self.excl_at.is_none() && !self.recalling,
                 "exclusive holder recorded away from the home: {self:?}"
             );
             let writable = self.access == Access::Write;
@@ -285,16 +299,16 @@ impl PageTable {
     pub fn set_home(&self, p: u32, st: &mut PageState, home: usize) {
         trace(|| {
             format!(
-                "set_home page {p} : {} -> {home} (hint {:#x}) at {:?}",
+                "set_home page {p} : {:?} -> {home} (hint {:#x}) at {:?}",
                 st.home,
                 self.hints[p as usize].load(Ordering::Relaxed),
                 std::thread::current().name()
             )
         });
-        if st.home != NO_HOME && st.home as usize != home {
+        if st.home.is_some_and(|h| h.index() != home) {
             st.home_epoch += 1;
         }
-        st.home = home as u16;
+        st.home = Some(NodeId::from_usize(home));
         self.hints[p as usize].store(home as u32, Ordering::Release);
     }
 

@@ -52,7 +52,7 @@
 //! Nothing here is fitted to the results the modeled clock is meant to reproduce (the
 //! paper's Table 4 and Figure 1).
 
-use crate::net::profile::{self, Profile};
+use crate::profile::{self, Profile};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -236,7 +236,7 @@ pub struct Platform {
     /// Short name (`alphaserver-mc2`).
     pub name: String,
     pub title: String,
-    /// The network profile's name (see `dsm::net::profile`); `--network` overrides it.
+    /// The network profile's name (see `dsm::profile`); `--network` overrides it.
     /// Use [`Platform::network_profile`] for the profile with this platform's overrides.
     pub network: String,
     /// Changes to the named network's costs (none for the built-in platforms).

@@ -1,7 +1,7 @@
 //! The modeled-time scheduler: a direct-execution simulation of the cluster (`DESIGN.md`,
 //! "Time: two clocks"; the model is written down in `ARCHITECTURE.md`, "Modeled time").
 //!
-//! Under [`ClockMode::Modeled`](crate::ClockMode) every simulated processor, and every
+//! Under `ClockMode::Modeled` every simulated processor, and every
 //! node's message service, is an *activity* with an integer virtual clock in nanoseconds.
 //! Exactly one activity runs at a time: the runnable one with the smallest `(clock, id)`.
 //! It runs until its next runtime entry ([`yield_now`], called by `stats::Clock::enter`)
@@ -21,12 +21,10 @@
 //! - **The network**: every remote write, message, reply and acknowledgement made by an
 //!   activity is *deferred*: its bytes are kept, its arrival time is computed, and the
 //!   write is performed only when the simulation reaches that time, in `(time, seq)`
-//!   order. So a waiter sees exactly what has arrived by its clock. A transfer of `b`
-//!   bytes from `s` starts when `s`'s link is free (and, for a broadcast, the hub), keeps
-//!   the sender busy for the wire time `b / bandwidth` (programmed I/O), and arrives after
-//!   the latency once the receiver's link is free: links and the hub queue in virtual
-//!   time, and arrivals at one receiver keep the order of sending, which gives the
-//!   Memory Channel's ordering rules.
+//!   order. So a waiter sees exactly what has arrived by its clock. The arrival times are
+//!   the network's business (`crate::net::timing`: links and the hub queue in virtual
+//!   time); the scheduler lends it the calling activity's clock and its queue of
+//!   deliveries ([`on_timeline`], [`Timeline`]) and knows nothing else of the network.
 //! - **Synchronization** merges clocks: a waiter woken by an event at time `t` resumes at
 //!   `max(its clock, t)`; a lock or barrier is therefore granted no earlier than the
 //!   release or the last arrival plus the network's transfer.
@@ -50,12 +48,13 @@
 //!
 //! When nothing is runnable and nothing is in flight but a processor has not finished,
 //! the run is stopped with a report of which activity waits for what. A cluster abort
-//! (another node failed) wakes every sleeper, whose wait then fails as in wall mode. When
+//! (another node failed: the cluster's control block, `crate::control`) wakes every
+//! sleeper, whose wait then fails as in wall mode. When
 //! every processor has finished, the services are released to the wall-clock policy.
 
-use crate::net::{Fabric, Profile};
+use crate::control::Control;
 use crate::platform::HostCosts;
-use crate::wait::WaitFor;
+use crate::profile::Profile;
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -70,6 +69,16 @@ use std::time::Duration;
 /// `f64` of nanoseconds, and sums of a breakdown's parts over every processor of the
 /// largest cluster (32 x 64) still fit a `u64`.
 pub const MAX_VIRTUAL_NS: u64 = 1 << 53;
+
+/// Femtoseconds per nanosecond: counted work is charged in femtoseconds, so that a cost
+/// per unit below a nanosecond adds up exactly ([`charge_work`]).
+const FS_PER_NS: u128 = 1_000_000;
+
+/// A cost per unit of counted work in femtoseconds (`ns` has been validated:
+/// `crate::Config::validate`).
+pub(crate) fn fs_per_unit(ns: f64) -> u64 {
+    (ns * FS_PER_NS as f64).round() as u64
+}
 
 /// How often a sleeping activity looks at the cluster's abort flag: a safety net for an
 /// abort raised outside the scheduler (a node's panic), never what makes progress.
@@ -90,8 +99,80 @@ pub(crate) enum Wake {
     Slot(u16),
     /// One server for a message that landed in a ring (module doc).
     Server,
-    /// The one activity (an acknowledge request, [`ack_time`], wakes its requester).
+    /// The one activity (an acknowledge request, `net::timing::Links::ack_time`, wakes its
+    /// requester: [`Timeline::wake_me_at`]).
     Act(usize),
+}
+
+/// What a thread is waiting for: named in stall reports and in the scheduler's deadlock
+/// report (`crate::wait` re-exports it for the code that waits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitFor {
+    /// The reply to a request of `kind` sent to node `to`.
+    Reply { to: usize, kind: u16 },
+    /// Space in the message ring to node `to`.
+    RingSpace { to: usize },
+    /// A synchronization word (lock entry, barrier arrival or sense, flag) another node writes.
+    SyncWord { what: &'static str, id: usize },
+    /// A node-local lock (the test-and-set lock in front of a network lock).
+    LocalLock { id: usize },
+    /// The other processors of this node at a barrier.
+    LocalBarrier { id: usize },
+    /// Another processor's turn at a node-wide step (`what`: "release" or "acquire").
+    Serialize { what: &'static str },
+    /// Every node past the start-up barrier.
+    Startup,
+    /// An incoming message (the service thread's idle wait).
+    Messages,
+    /// Acknowledgements of a request of `kind` sent to `nodes` nodes at once.
+    Acks { kind: u16, nodes: usize },
+    /// A page's lock, held by another processor of this node.
+    PageLock { page: u32 },
+    /// The flush that ends a recall of a page this node is the home of (non-home
+    /// exclusive mode), recalled by another processor or node.
+    Flush { page: u32 },
+    /// Every transfer this node sent to have landed (an acknowledge request).
+    Landed,
+}
+
+impl std::fmt::Display for WaitFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            WaitFor::Reply { to, kind } => match KIND_NAMES.get().and_then(|name| name(kind)) {
+                Some(name) => write!(f, "the reply to a {name} request to node {to}"),
+                None => write!(f, "the reply to a kind-{kind} request to node {to}"),
+            },
+            WaitFor::RingSpace { to } => write!(f, "space in the message ring to node {to}"),
+            WaitFor::Acks { kind, nodes } => {
+                write!(
+                    f,
+                    "acknowledgements of kind-{kind} requests from {nodes} nodes"
+                )
+            }
+            WaitFor::PageLock { page } => write!(f, "the lock of page {page}"),
+            WaitFor::Flush { page } => write!(f, "the flush that ends the recall of page {page}"),
+            WaitFor::Landed => write!(f, "this node's transfers to land (an acknowledge request)"),
+            WaitFor::SyncWord { what, id } => write!(f, "{what} {id}"),
+            WaitFor::LocalLock { id } => write!(f, "the node-local lock of lock {id}"),
+            WaitFor::LocalBarrier { id } => {
+                write!(f, "this node's other processors at barrier {id}")
+            }
+            WaitFor::Serialize { what } => write!(f, "another processor's {what} on this node"),
+            WaitFor::Startup => write!(f, "every node past the start-up barrier"),
+            WaitFor::Messages => write!(f, "incoming messages"),
+        }
+    }
+}
+
+/// Names message kinds in [`WaitFor`]'s text; the protocol's codec registers its names
+/// ([`name_message_kinds`]). Until it does, a kind is shown by number.
+static KIND_NAMES: std::sync::OnceLock<fn(u16) -> Option<&'static str>> =
+    std::sync::OnceLock::new();
+
+/// Registers the names of message kinds for [`WaitFor`]'s text (the first call wins; the
+/// protocol makes it when it builds a node).
+pub(crate) fn name_message_kinds(names: fn(u16) -> Option<&'static str>) {
+    let _ = KIND_NAMES.set(names);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,11 +216,6 @@ struct State {
     pending: Vec<Option<Delivery>>,
     free_slots: Vec<usize>,
     seq: u64,
-    tx_free: Vec<u64>,
-    rx_free: Vec<u64>,
-    /// Per sender, when its last transfer lands.
-    landed: Vec<u64>,
-    hub_free: u64,
     finished: bool,
     aborted: bool,
 }
@@ -157,7 +233,9 @@ pub(crate) struct Sched {
     /// Counted computation (`crate::work`): femtoseconds per unit of each kind; `None`:
     /// computation is measured ([`user_burst`]).
     work_fs: Option<Box<[u64]>>,
-    fabric: Arc<Fabric>,
+    /// The cluster's control block (its abort flag; a deadlock or overflow is recorded
+    /// there as the run's failure), held through whatever owns its memory.
+    control: Arc<dyn AsRef<Control> + Send + Sync>,
     /// The host CPU every activity runs on (module doc, "One host CPU").
     cpu: Option<usize>,
     /// This host's CPU time per delivered protection fault (`sys::fault_delivery_ns`).
@@ -187,12 +265,12 @@ thread_local! {
 
 impl Sched {
     pub(crate) fn new(
-        fabric: Arc<Fabric>,
+        control: Arc<dyn AsRef<Control> + Send + Sync>,
         nodes: usize,
         procs: usize,
         host: HostCosts,
         net: Profile,
-        compute: &crate::config::Compute,
+        work_fs: Option<Box<[u64]>>,
         cpu_scale: f64,
     ) -> Arc<Sched> {
         let total = nodes * (procs + 1);
@@ -220,10 +298,6 @@ impl Sched {
                 pending: Vec::new(),
                 free_slots: Vec::new(),
                 seq: 0,
-                tx_free: vec![0; nodes],
-                rx_free: vec![0; nodes],
-                landed: vec![0; nodes],
-                hub_free: 0,
                 finished: false,
                 aborted: false,
             }),
@@ -233,16 +307,15 @@ impl Sched {
             host,
             net,
             cpu_scale,
-            work_fs: match compute {
-                crate::config::Compute::Measured => None,
-                crate::config::Compute::Counted { ns_per_unit } => {
-                    Some(ns_per_unit.iter().map(|&ns| crate::work::fs_per_unit(ns)).collect())
-                }
-            },
-            fabric,
+            work_fs,
+            control,
             cpu: crate::sys::current_cpu(),
             fault_delivery_ns: crate::sys::fault_delivery_ns(),
         })
+    }
+
+    fn control(&self) -> &Control {
+        (*self.control).as_ref()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -285,7 +358,7 @@ impl Sched {
         if st.aborted || st.finished {
             return;
         }
-        if self.fabric.aborted() {
+        if self.control().aborted() {
             self.abort_all(&mut st);
             return;
         }
@@ -367,8 +440,7 @@ impl Sched {
             }
         }
         why += " if the program cannot wait forever like this (a flag nobody sets, a lock never released), this is a bug in the runtime: please report it with the command that ran";
-        crate::launch::record_failure(&self.fabric, 0, &why);
-        self.fabric.abort();
+        self.control().fail(0, &why);
         self.abort_all(st);
     }
 
@@ -482,7 +554,7 @@ impl Sched {
                 break;
             }
             crate::sys::futex_wait(&self.go[me], seen, Some(ABORT_POLL));
-            if self.go[me].load(Ordering::SeqCst) == seen && self.fabric.aborted() {
+            if self.go[me].load(Ordering::SeqCst) == seen && self.control().aborted() {
                 let mut st = self.lock();
                 if !st.aborted {
                     self.abort_all(&mut st);
@@ -521,8 +593,7 @@ impl Sched {
              ({MAX_VIRTUAL_NS} ns, about 104 days) by {what}; the run was stopped; lower that \
              figure (a platform file's cost, --cpu-scale, or the computation a program declares)"
         );
-        crate::launch::record_failure(&self.fabric, a.node, &why);
-        self.fabric.abort();
+        self.control().fail(a.node, &why);
         self.abort_all(st);
     }
 
@@ -547,7 +618,7 @@ impl Sched {
 }
 
 /// `ns` as a whole number of nanoseconds if it is one a run can represent.
-fn whole_ns(ns: f64) -> Option<u64> {
+pub(crate) fn whole_ns(ns: f64) -> Option<u64> {
     (ns.is_finite() && ns >= 0.0 && ns <= MAX_VIRTUAL_NS as f64).then(|| ns.round() as u64)
 }
 
@@ -632,7 +703,7 @@ pub(crate) fn charge_work(kind: usize, units: u64) {
             );
         };
         let total = u128::from(WORK_FS.with(|c| c.get())) + u128::from(units) * u128::from(per);
-        let fs_per_ns = crate::work::FS_PER_NS;
+        let fs_per_ns = FS_PER_NS;
         WORK_FS.with(|c| c.set((total % fs_per_ns) as u64));
         Some(u64::try_from(total / fs_per_ns).ok())
     })
@@ -782,104 +853,87 @@ pub(crate) fn steal(node: usize, ns: u64) {
     });
 }
 
-/// A transfer of `bytes` from the calling activity's node to the nodes in `receivers`
-/// (a broadcast if more than one), under the network model of the module doc. `deliver`
-/// makes the write for one receiver; it runs when the simulation reaches the arrival.
-/// Returns false (and defers nothing) if the caller is not a live activity: the caller
-/// then writes at once.
-pub(crate) fn transmit(
-    src: usize,
-    receivers: u64,
-    bytes: u64,
-    wake: Wake,
-    mut deliver: impl FnMut(usize) -> Box<dyn FnOnce() + Send>,
-) -> bool {
-    let Some((s, me)) = current() else {
-        return false;
-    };
-    let mut st = s.lock();
-    if st.finished || st.aborted {
-        return false;
+/// The calling activity's view of the simulation, lent by [`on_timeline`] under the
+/// scheduler's lock: its clock, and deliveries it schedules. The network's timing model
+/// (`crate::net::timing`) computes its transfers on it; the scheduler knows no network.
+pub(crate) struct Timeline<'a> {
+    s: &'a Sched,
+    st: &'a mut State,
+    me: usize,
+}
+
+impl Timeline<'_> {
+    /// The calling activity's virtual time.
+    pub(crate) fn now(&self) -> u64 {
+        CLOCK.with(|c| c.get())
     }
-    let p = &s.net;
-    let wire_ns = (bytes.max(1) as f64 * 1e9 / p.bandwidth_bytes_per_s as f64).ceil();
-    let transfer = || {
-        format!(
-            "a transfer of {bytes} bytes over {} (latency_ns {}, bandwidth_bytes_per_s {}, \
-             broadcast_extra_ns {})",
-            p.name, p.latency_ns, p.bandwidth_bytes_per_s, p.broadcast_extra_ns
-        )
-    };
-    let wire = s.checked(&mut st, me, whole_ns(wire_ns), transfer);
-    let now = CLOCK.with(|c| c.get());
-    let mut start = now.max(st.tx_free[src]);
-    let broadcast = receivers.count_ones() > 1;
-    let extra = if broadcast { p.broadcast_extra_ns } else { 0 };
-    if broadcast {
-        start = start.max(st.hub_free);
-        let hub = start.checked_add(wire).and_then(|t| t.checked_add(extra));
-        st.hub_free = s.checked(&mut st, me, hub, transfer);
+
+    /// Moves the calling activity's clock to `t` (programmed I/O keeps a sender busy).
+    pub(crate) fn set_now(&mut self, t: u64) {
+        CLOCK.with(|c| c.set(t));
     }
-    let sent = s.checked(&mut st, me, start.checked_add(wire), transfer);
-    st.tx_free[src] = sent;
-    // Programmed I/O: the sender is busy until its data has left.
-    CLOCK.with(|c| c.set(sent));
-    for r in (0..64).filter(|r| receivers & (1u64 << r) != 0) {
-        let earliest = start
-            .checked_add(p.latency_ns)
-            .and_then(|t| t.checked_add(extra))
-            .map(|t| st.rx_free[r].max(t))
-            .and_then(|t| t.checked_add(wire));
-        let arrive = s.checked(&mut st, me, earliest, transfer);
-        st.rx_free[r] = arrive;
-        st.landed[src] = st.landed[src].max(arrive);
-        st.schedule(
-            arrive,
+
+    /// The node of the calling activity.
+    pub(crate) fn node(&self) -> usize {
+        self.st.acts[self.me].node
+    }
+
+    /// The number of nodes of the simulated cluster.
+    pub(crate) fn nodes(&self) -> usize {
+        self.s.nodes
+    }
+
+    /// The network profile the run is modeled on.
+    pub(crate) fn profile(&self) -> &Profile {
+        &self.s.net
+    }
+
+    /// A time computed from `what`'s figures, checked against [`MAX_VIRTUAL_NS`]: past it
+    /// the run stops with an error naming them, and the time is [`MAX_VIRTUAL_NS`].
+    pub(crate) fn checked(&mut self, t: Option<u64>, what: impl FnOnce() -> String) -> u64 {
+        self.s.checked(self.st, self.me, t, what)
+    }
+
+    /// Performs `action` (a write into `node`'s memory) when the simulation reaches time
+    /// `at`, after everything scheduled for the same time before it, then wakes `wake`.
+    pub(crate) fn deliver_at(
+        &mut self,
+        at: u64,
+        node: usize,
+        wake: Wake,
+        action: Box<dyn FnOnce() + Send>,
+    ) {
+        self.st.schedule(at, Delivery { node, wake, action });
+    }
+
+    /// Wakes the calling activity at time `at` (it then waits until its clock reaches it).
+    pub(crate) fn wake_me_at(&mut self, at: u64) {
+        let (node, me) = (self.node(), self.me);
+        self.st.schedule(
+            at,
             Delivery {
-                node: r,
-                wake,
-                action: deliver(r),
+                node,
+                wake: Wake::Act(me),
+                action: Box::new(|| {}),
             },
         );
     }
-    true
 }
 
-/// The Memory Channel's acknowledge request for the calling activity (`Net::ack_via`):
-/// the virtual time by which every transfer its node has sent has landed, and by which a
-/// marker sent now through its own receive link arrives, so that (total order) every
-/// write ordered before the marker has reached this node too. The caller is woken then;
-/// it waits until its clock reaches that time. `None` if the caller is not a live
-/// activity (every write has landed when it returns).
-pub(crate) fn ack_time() -> Option<u64> {
+/// Runs `f` on the calling activity's [`Timeline`], under the scheduler's lock. `None`
+/// (and `f` is not called) if the caller is not a live activity of a running simulation:
+/// then whatever `f` would have deferred happens at once.
+pub(crate) fn on_timeline<R>(f: impl FnOnce(&mut Timeline<'_>) -> R) -> Option<R> {
     let (s, me) = current()?;
     let mut st = s.lock();
     if st.finished || st.aborted {
         return None;
     }
-    let node = st.acts[me].node;
-    let now = CLOCK.with(|c| c.get());
-    let marker = now
-        .checked_add(s.net.latency_ns)
-        .map(|t| st.rx_free[node].max(t))
-        .and_then(|t| t.checked_add(1));
-    let marker = s.checked(&mut st, me, marker, || {
-        format!(
-            "an acknowledge request over {} (latency_ns {})",
-            s.net.name, s.net.latency_ns
-        )
-    });
-    st.rx_free[node] = marker;
-    let t = marker.max(st.landed[node]);
-    st.schedule(
-        t,
-        Delivery {
-            node,
-            wake: Wake::Act(me),
-            action: Box::new(|| {}),
-        },
-    );
-    Some(t)
+    Some(f(&mut Timeline {
+        s: &s,
+        st: &mut st,
+        me,
+    }))
 }
 
 impl State {

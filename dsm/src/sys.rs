@@ -90,14 +90,6 @@ impl Mapping {
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize
     }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Drop for Mapping {
@@ -134,22 +126,6 @@ pub fn reserve(len: usize) -> io::Result<Mapping> {
 /// the kernel picks.
 pub fn map_shared(fd: &OwnedFd, offset: usize, len: usize, prot: Prot) -> io::Result<Mapping> {
     map_shared_inner(fd, offset, len, prot, None)
-}
-
-/// Maps `len` bytes of `fd` from `offset` at exactly `addr`, which must lie inside the
-/// reservation `within` (the mapping replaces that part of the reservation).
-pub fn map_shared_at(
-    fd: &OwnedFd,
-    offset: usize,
-    len: usize,
-    prot: Prot,
-    within: &Mapping,
-    addr: usize,
-) -> io::Result<Mapping> {
-    if addr < within.addr() || addr + len > within.addr() + within.len() {
-        return Err(io::Error::other("fixed mapping outside its reservation"));
-    }
-    map_shared_inner(fd, offset, len, prot, Some(addr))
 }
 
 /// Maps at exactly `addr`, which must be free (the address was chosen by another process
@@ -219,12 +195,6 @@ fn map_shared_inner(
         ptr: NonNull::new(p.cast()).expect("mmap returned null"),
         len,
     })
-}
-
-/// Forgets a mapping without unmapping it: used for a fixed mapping that replaced part of a
-/// reservation, which is unmapped as part of the reservation.
-pub fn forget_mapping(m: Mapping) {
-    std::mem::forget(m);
 }
 
 /// Changes the protection of `[addr, addr + len)`, which must be inside a mapping this

@@ -1,7 +1,10 @@
 //! Test-only hooks: points in the engine where a test may hold a thread, so that a race
 //! window opens every time rather than when the host happens to deschedule a thread. A
 //! hook runs on the engine's own thread inside the fault path, in the process that set it
-//! (in-process clusters: `ExecMode::Threads`); programs have no use for them.
+//! (in-process clusters: `ExecMode::Threads`); programs have no use for them. Also the
+//! host calls by which a test makes a node process stop or die, or checks that it is gone.
+
+pub use crate::sys::{process_exists, raise_kill, raise_stop};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;

@@ -25,11 +25,11 @@
 //! be asleep, and two nodes whose rings to each other are full cannot deadlock, because
 //! each drains its own while it waits for space in the other's. The cluster's abort flag
 //! is checked here, once per park, and nowhere else: a wait gives up with
-//! [`MsgError::Aborted`] within one park of an abort.
+//! [`Aborted`] within one park of an abort.
 //!
 //! # Sleepers and wakers
 //!
-//! Every node has one [`Doorbell`] in the fabric: a futex `word` and a count of `parked`
+//! Every node has one doorbell in the cluster's control block (`crate::control`): a futex `word` and a count of `parked`
 //! threads. Every parked thread of the node sleeps on that word. Every event that can make
 //! a waiter ready rings the doorbell of the waiter's node:
 //!
@@ -43,7 +43,7 @@
 //! | a node-local barrier completes          | the last arriver            | its own (only if one of its waiters is parked) |
 //! | a page lock is released                 | the releaser                | its own (its lock's waiters if parked; a recall's flush waiters and the service only as `engine`, "Wake-ups on a page's release", says) |
 //! | the service thread is told to stop      | the stopper                 | its own         |
-//! | the cluster aborts                      | `Fabric::abort`             | every node's    |
+//! | the cluster aborts                      | `Control::abort`            | every node's    |
 //!
 //! A ring wakes every parked thread of the node; each re-checks its own condition and parks
 //! again if it is not ready. Wake-ups are cheap when nobody is parked: one fence and one
@@ -62,7 +62,7 @@
 //! (the word changed since it read it) or is woken. Either way no wake-up is lost, and the
 //! timeout is never what makes progress.
 
-use crate::net::{Fabric, MsgError};
+use crate::control::Control;
 use crate::sys;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
@@ -83,82 +83,12 @@ const PARK_TIMEOUT: Duration = Duration::from_millis(20);
 /// for: a hang should say what hangs.
 const STALL_REPORT: Duration = Duration::from_secs(30);
 
-/// A node's doorbell: parked threads sleep on `word`; a waker that sees `parked` (or a
-/// waiter's own flag) non-zero bumps the word and wakes them. It stands for the adapter's
-/// receive interrupt, which is why a node may look at another node's doorbell.
-#[repr(C)]
-pub(crate) struct Doorbell {
-    word: AtomicU32,
-    parked: AtomicU32,
-}
+pub(crate) use crate::sched::WaitFor;
 
-impl Doorbell {
-    /// Wakes every thread parked on this bell, unconditionally.
-    pub(crate) fn ring(&self) {
-        self.word.fetch_add(1, Ordering::SeqCst);
-        sys::futex_wake(&self.word, i32::MAX as u32);
-    }
-}
-
-/// What a thread is waiting for: named in stall reports, and the hook the modeled-time
-/// scheduler will own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WaitFor {
-    /// The reply to a request of `kind` sent to node `to`.
-    Reply { to: usize, kind: u16 },
-    /// Space in the message ring to node `to`.
-    RingSpace { to: usize },
-    /// A synchronization word (lock entry, barrier arrival or sense, flag) another node writes.
-    SyncWord { what: &'static str, id: usize },
-    /// A node-local lock (the test-and-set lock in front of a network lock).
-    LocalLock { id: usize },
-    /// The other processors of this node at a barrier.
-    LocalBarrier { id: usize },
-    /// Another processor's turn at a node-wide step (`what`: "release" or "acquire").
-    Serialize { what: &'static str },
-    /// Every node past the start-up barrier.
-    Startup,
-    /// An incoming message (the service thread's idle wait).
-    Messages,
-    /// Acknowledgements of a request of `kind` sent to `nodes` nodes at once.
-    Acks { kind: u16, nodes: usize },
-    /// A page's lock, held by another processor of this node.
-    PageLock { page: u32 },
-    /// The flush that ends a recall of a page this node is the home of (non-home
-    /// exclusive mode), recalled by another processor or node.
-    Flush { page: u32 },
-    /// Every transfer this node sent to have landed (an acknowledge request).
-    Landed,
-}
-
-impl std::fmt::Display for WaitFor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            WaitFor::Reply { to, kind } => match crate::wire::kind_name(kind) {
-                Some(name) => write!(f, "the reply to a {name} request to node {to}"),
-                None => write!(f, "the reply to a kind-{kind} request to node {to}"),
-            },
-            WaitFor::RingSpace { to } => write!(f, "space in the message ring to node {to}"),
-            WaitFor::Acks { kind, nodes } => {
-                write!(
-                    f,
-                    "acknowledgements of kind-{kind} requests from {nodes} nodes"
-                )
-            }
-            WaitFor::PageLock { page } => write!(f, "the lock of page {page}"),
-            WaitFor::Flush { page } => write!(f, "the flush that ends the recall of page {page}"),
-            WaitFor::Landed => write!(f, "this node's transfers to land (an acknowledge request)"),
-            WaitFor::SyncWord { what, id } => write!(f, "{what} {id}"),
-            WaitFor::LocalLock { id } => write!(f, "the node-local lock of lock {id}"),
-            WaitFor::LocalBarrier { id } => {
-                write!(f, "this node's other processors at barrier {id}")
-            }
-            WaitFor::Serialize { what } => write!(f, "another processor's {what} on this node"),
-            WaitFor::Startup => write!(f, "every node past the start-up barrier"),
-            WaitFor::Messages => write!(f, "incoming messages"),
-        }
-    }
-}
+/// A wait gave up: the cluster aborted (another node failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", crate::control::ABORT_MESSAGE)]
+pub(crate) struct Aborted;
 
 /// Handles a node's waiting incoming messages; returns how many there were. The engine
 /// implements it; a seam with this hook serves while it waits.
@@ -170,7 +100,7 @@ pub(crate) trait Serve {
 /// messages while waiting if it has a [`Serve`] hook.
 #[derive(Clone, Copy)]
 pub(crate) struct Seam<'a> {
-    fabric: &'a Fabric,
+    control: &'a Control,
     node: usize,
     serve: Option<&'a dyn Serve>,
 }
@@ -178,9 +108,9 @@ pub(crate) struct Seam<'a> {
 impl<'a> Seam<'a> {
     /// A seam of `node` that does not serve messages (for threads that are not processors
     /// of an engine: the service thread, tests' clients, start-up).
-    pub(crate) fn new(fabric: &'a Fabric, node: usize) -> Seam<'a> {
+    pub(crate) fn new(control: &'a Control, node: usize) -> Seam<'a> {
         Seam {
-            fabric,
+            control,
             node,
             serve: None,
         }
@@ -196,8 +126,8 @@ impl<'a> Seam<'a> {
 
     /// Blocks until `ready()` holds (policy in the module doc). `ready` may take what it
     /// waits for (a lock): once it returns true the seam never calls it again. Fails with
-    /// [`MsgError::Aborted`] if the cluster aborts first.
-    pub(crate) fn until(&self, what: WaitFor, ready: impl FnMut() -> bool) -> Result<(), MsgError> {
+    /// [`Aborted`] if the cluster aborts first.
+    pub(crate) fn until(&self, what: WaitFor, ready: impl FnMut() -> bool) -> Result<(), Aborted> {
         self.wait(what, None, ready)
     }
 
@@ -209,7 +139,7 @@ impl<'a> Seam<'a> {
         what: WaitFor,
         flag: &AtomicU32,
         ready: impl FnMut() -> bool,
-    ) -> Result<(), MsgError> {
+    ) -> Result<(), Aborted> {
         self.wait(what, Some(flag), ready)
     }
 
@@ -234,13 +164,13 @@ impl<'a> Seam<'a> {
 
     /// Wakes this node's parked threads (cheap when nobody is parked).
     pub(crate) fn wake(&self) {
-        wake(self.fabric, self.node);
+        wake(self.control, self.node);
     }
 
     /// Wakes this node's parked threads if a waiter counted in `flag` is among them (see
     /// [`Seam::until_flagged`]): a node-local event need not wake the idle service thread.
     pub(crate) fn wake_flagged(&self, flag: &AtomicU32) {
-        wake_flagged(self.fabric, self.node, flag);
+        wake_flagged(self.control, self.node, flag);
     }
 
     fn serve_now(&self) {
@@ -254,7 +184,7 @@ impl<'a> Seam<'a> {
         what: WaitFor,
         flag: Option<&AtomicU32>,
         mut ready: impl FnMut() -> bool,
-    ) -> Result<(), MsgError> {
+    ) -> Result<(), Aborted> {
         if crate::sched::active() {
             // Modeled time: the scheduler owns the wait (crate::sched).
             if ready() {
@@ -265,7 +195,7 @@ impl<'a> Seam<'a> {
                 match crate::sched::block(what, self.serve.is_some(), flag) {
                     Ok(crate::sched::Resumed::Woken) => {}
                     Ok(crate::sched::Resumed::Finished) => break,
-                    Err(crate::sched::Aborted) => return Err(MsgError::Aborted),
+                    Err(crate::sched::Aborted) => return Err(Aborted),
                 }
                 self.serve_now();
                 if ready() {
@@ -293,8 +223,8 @@ impl<'a> Seam<'a> {
         let parked_since = Instant::now();
         let mut reported = false;
         loop {
-            if self.fabric.aborted() {
-                return Err(MsgError::Aborted);
+            if self.control.aborted() {
+                return Err(Aborted);
             }
             if self.park(flag, &mut ready) {
                 return Ok(());
@@ -320,7 +250,7 @@ impl<'a> Seam<'a> {
     /// Registers as parked, checks `ready` once more, and sleeps on the bell unless it
     /// holds (module doc, "no lost wake-up"). Returns what `ready` said.
     fn park(&self, flag: Option<&AtomicU32>, ready: &mut impl FnMut() -> bool) -> bool {
-        let bell = self.fabric.bell(self.node);
+        let bell = self.control.bell(self.node);
         let seen = bell.word.load(Ordering::SeqCst);
         if let Some(f) = flag {
             f.fetch_add(1, Ordering::SeqCst);
@@ -328,7 +258,7 @@ impl<'a> Seam<'a> {
         bell.parked.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let now_ready = ready();
-        if !now_ready && !self.fabric.aborted() {
+        if !now_ready && !self.control.aborted() {
             sys::futex_wait(&bell.word, seen, Some(PARK_TIMEOUT));
         }
         bell.parked.fetch_sub(1, Ordering::SeqCst);
@@ -341,11 +271,11 @@ impl<'a> Seam<'a> {
 
 /// Wakes `node`'s parked threads after an event they may wait for. Call it after making
 /// the event visible; it costs a fence and a load when nobody is parked.
-pub(crate) fn wake(fabric: &Fabric, node: usize) {
+pub(crate) fn wake(control: &Control, node: usize) {
     if crate::sched::wake_now(node) {
         return;
     }
-    let bell = fabric.bell(node);
+    let bell = control.bell(node);
     fence(Ordering::SeqCst);
     if bell.parked.load(Ordering::SeqCst) != 0 {
         bell.ring();
@@ -354,13 +284,13 @@ pub(crate) fn wake(fabric: &Fabric, node: usize) {
 
 /// Wakes `node`'s parked threads if the waiter that counts itself in `flag` is parked
 /// (see [`Seam::until_flagged`]).
-pub(crate) fn wake_flagged(fabric: &Fabric, node: usize, flag: &AtomicU32) {
+pub(crate) fn wake_flagged(control: &Control, node: usize, flag: &AtomicU32) {
     if crate::sched::wake_flagged(node, flag as *const AtomicU32 as usize) {
         return;
     }
     fence(Ordering::SeqCst);
     if flag.load(Ordering::SeqCst) != 0 {
-        fabric.bell(node).ring();
+        control.bell(node).ring();
     }
 }
 
@@ -368,7 +298,7 @@ pub(crate) fn wake_flagged(fabric: &Fabric, node: usize, flag: &AtomicU32) {
 /// link locks of a transmit). Its holder never waits while holding it, so a waiter spins,
 /// then yields, and never parks. Panics with the abort message if the cluster aborts
 /// meanwhile: the holder may be a process that died holding it, and callers unwind.
-pub(crate) fn lock_word(word: &AtomicU32, fabric: &Fabric) {
+pub(crate) fn lock_word(word: &AtomicU32, control: &Control) {
     let mut tries = 0u32;
     while word
         .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
@@ -378,8 +308,8 @@ pub(crate) fn lock_word(word: &AtomicU32, fabric: &Fabric) {
         if tries < SPIN_CHECKS {
             std::hint::spin_loop();
         } else {
-            if fabric.aborted() {
-                panic!("{}", crate::ABORT_MESSAGE);
+            if control.aborted() {
+                panic!("{}", crate::control::ABORT_MESSAGE);
             }
             std::thread::yield_now();
         }
@@ -469,7 +399,7 @@ impl<T> SeamLock<T> {
         &'s self,
         seam: &Seam<'s>,
         what: WaitFor,
-    ) -> Result<SeamGuard<'s, T>, MsgError> {
+    ) -> Result<SeamGuard<'s, T>, Aborted> {
         if let Some(g) = self.try_lock(seam) {
             return Ok(g);
         }
@@ -491,7 +421,7 @@ impl<T> SeamLock<T> {
 /// node-local lock is taken in one call (acquire) and freed in another (release).
 impl SeamLock<()> {
     /// Takes the lock as [`SeamLock::lock`] does, and keeps it until [`SeamLock::unhold`].
-    pub(crate) fn hold(&self, seam: &Seam<'_>, what: WaitFor) -> Result<(), MsgError> {
+    pub(crate) fn hold(&self, seam: &Seam<'_>, what: WaitFor) -> Result<(), Aborted> {
         self.lock(seam, what).map(std::mem::forget)
     }
 
@@ -532,12 +462,9 @@ impl<T> Drop for SeamGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::{profile, Layout};
-    use std::sync::Arc;
 
-    fn fabric() -> Arc<Fabric> {
-        let layout = Layout::new(1, 2, 64 << 20, 1 << 21).expect("layout");
-        Fabric::create(layout, &profile::by_name("host").expect("host profile")).expect("fabric")
+    fn fabric() -> Box<Control> {
+        Control::new_local(1)
     }
 
     #[test]
@@ -584,7 +511,7 @@ mod tests {
         std::thread::scope(|s| {
             let waiter = s.spawn(|| Seam::new(&f, 0).until(WaitFor::Messages, || false));
             f.abort();
-            assert!(matches!(waiter.join().unwrap(), Err(MsgError::Aborted)));
+            assert!(matches!(waiter.join().unwrap(), Err(Aborted)));
         });
     }
 }

@@ -49,7 +49,6 @@
 //! only built over bytes already checked.
 
 // The engine switches to this codec later; until then only the tests use it.
-#![allow(dead_code)]
 
 use crate::diff;
 use crate::ids::{NodeId, PageId};
@@ -94,16 +93,24 @@ const RUN_HEADER_BYTES: usize = crate::diff::RUN_HEADER_BYTES;
 /// Bytes a `Page` reply spends before the page data.
 const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 1 + 4;
 
+/// The largest coherence page (`Config::validate` refuses larger ones): a `Page` reply
+/// carries a whole page in one message.
+pub(crate) const MAX_PAGE_BYTES: usize = 16 * 1024;
+
 /// The least byte budget a [`DiffWriter`] takes: room for one masked word.
 pub(crate) const MIN_DIFF_BUDGET_BYTES: usize =
     DIFF_HEADER_BYTES + RUN_HEADER_BYTES + diff::WORD + 1;
 
 /// The most run data one `Diff` message can carry. [`DiffWriter`] splits longer diffs.
+#[cfg(test)]
 pub(crate) const MAX_DIFF_DATA_BYTES: usize =
     MAX_MESSAGE_BYTES - DIFF_HEADER_BYTES - RUN_HEADER_BYTES;
-/// The largest page a `Page` reply can carry; the engine must refuse larger pages for the
-/// variants that fetch pages by message.
-pub(crate) const MAX_PAGE_REPLY_BYTES: usize = MAX_MESSAGE_BYTES - PAGE_REPLY_HEADER_BYTES;
+/// The largest page a `Page` reply can carry.
+const MAX_PAGE_REPLY_BYTES: usize = MAX_MESSAGE_BYTES - PAGE_REPLY_HEADER_BYTES;
+const _: () = assert!(
+    MAX_PAGE_BYTES <= MAX_PAGE_REPLY_BYTES,
+    "a Page reply must carry the largest page in one message"
+);
 
 /// What was wrong with a payload that did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -274,6 +281,7 @@ impl<'a> DiffRuns<'a> {
     /// # Panics
     ///
     /// If an offset or a word count does not fit its field.
+    #[cfg(test)]
     pub(crate) fn encode_from<'r>(
         runs: impl IntoIterator<Item = diff::Run<'r>>,
         buf: &'a mut Vec<u8>,
@@ -319,10 +327,12 @@ impl<'a> DiffRuns<'a> {
         })
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.count as usize
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -402,12 +412,9 @@ impl<'a> PageList<'a> {
             .map(|c| PageId(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.count as usize
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0
     }
 }
 
@@ -655,6 +662,7 @@ pub(crate) struct DiffWriter<'r, I: Iterator<Item = diff::Run<'r>>> {
 
 impl<'r, I: Iterator<Item = diff::Run<'r>>> DiffWriter<'r, I> {
     /// A writer of messages that fit [`MAX_MESSAGE_BYTES`].
+    #[cfg(test)]
     pub(crate) fn new(page: PageId, runs: I) -> Self {
         Self::with_budget(page, runs, MAX_MESSAGE_BYTES)
     }

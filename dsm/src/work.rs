@@ -36,9 +36,6 @@ pub const MAX_KINDS: usize = 8;
 /// The most a unit may cost on the platform, ns (one second): far above any loop body.
 pub const MAX_NS_PER_UNIT: f64 = 1e9;
 
-/// Femtoseconds per nanosecond: the resolution of a unit's cost.
-pub(crate) const FS_PER_NS: u128 = 1_000_000;
-
 /// Units counted by one thread, per kind.
 pub type Tally = [u64; MAX_KINDS];
 
@@ -124,11 +121,6 @@ pub fn reset() {
 /// `b - a`, kind by kind: the units counted between two tallies of one thread.
 pub fn between(a: &Tally, b: &Tally) -> Tally {
     std::array::from_fn(|k| b[k].wrapping_sub(a[k]))
-}
-
-/// A unit's cost in femtoseconds; `ns` has been validated ([`crate::Config::validate`]).
-pub(crate) fn fs_per_unit(ns: f64) -> u64 {
-    (ns * FS_PER_NS as f64).round() as u64
 }
 
 #[cfg(test)]

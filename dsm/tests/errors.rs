@@ -28,8 +28,8 @@ fn an_access_outside_every_allocation_names_the_address() {
             0
         }
     });
-    match r {
-        Err(e) if e.is_other_run() => {}
+    match dsm::skip_other_run(r) {
+        Ok(None) => {}
         Err(e) => {
             let msg = e.to_string();
             assert!(
@@ -91,14 +91,14 @@ fn unlock_without_lock_is_refused() {
 #[test]
 fn a_variant_the_network_cannot_support_names_the_missing_feature() {
     let mut c = config(CSM_DMS);
-    c.profile = dsm::net::profile::by_name("gige-tcp").unwrap();
+    c.profile = dsm::profile::by_name("gige-tcp").unwrap();
     let e = c.validate().unwrap_err().to_string();
     assert!(
         e.contains("CSM-DMS needs remote write and broadcast and total order"),
         "{e}"
     );
     let mut c = config(CSM_NONE);
-    c.profile = dsm::net::profile::by_name("gige-tcp").unwrap();
+    c.profile = dsm::profile::by_name("gige-tcp").unwrap();
     c.validate().unwrap();
 }
 
@@ -179,10 +179,10 @@ fn lock_holder_dies(proto: dsm::Protocol, mode: ExecMode, quiet: bool) -> Option
             l.release(p);
         }
     });
-    match r {
-        Err(e) if e.is_other_run() => None,
+    match dsm::skip_other_run(r) {
+        Ok(None) => None,
         Err(e) => Some(e.to_string()),
-        Ok(_) => panic!("a run whose processor panicked must fail"),
+        Ok(Some(_)) => panic!("a run whose processor panicked must fail"),
     }
 }
 
@@ -213,7 +213,7 @@ fn the_first_failure_is_reported_on_a_loaded_machine() {
     const REPETITIONS: usize = 20;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Node processes rerun this test only to reach their own run: no load from them.
-    let load: Vec<_> = if dsm::launch::is_node_process() {
+    let load: Vec<_> = if dsm::host::is_node_process() {
         Vec::new()
     } else {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -315,7 +315,7 @@ fn a_stopped_node_is_detected_and_the_run_stopped() {
     c.stall_timeout = std::time::Duration::from_secs(2);
     // Each node process writes its pid here once it is in the parallel phase; the
     // launcher (this test) is their parent.
-    let launcher = if dsm::launch::is_node_process() {
+    let launcher = if dsm::host::is_node_process() {
         std::os::unix::process::parent_id()
     } else {
         std::process::id()
@@ -330,15 +330,15 @@ fn a_stopped_node_is_detected_and_the_run_stopped() {
             std::fs::write(pid_file(p.node()), std::process::id().to_string()).unwrap();
             if p.node() == 1 {
                 // Every thread of this node process stops here, its service thread too.
-                dsm::sys::raise_stop();
+                dsm::testing::raise_stop();
             }
             bar.wait(p); // node 0 waits here for node 1, which never comes
         }
     });
-    let e = match r {
-        Err(e) if e.is_other_run() => return,
+    let e = match dsm::skip_other_run(r) {
+        Ok(None) => return,
         Err(e) => e.to_string(),
-        Ok(_) => panic!("a run with a stopped node must fail"),
+        Ok(Some(_)) => panic!("a run with a stopped node must fail"),
     };
     assert!(
         e.starts_with("node 1 stopped responding: no heartbeat for 2 s"),
@@ -354,7 +354,7 @@ fn a_stopped_node_is_detected_and_the_run_stopped() {
             .unwrap();
         let _ = std::fs::remove_file(pid_file(node));
         assert!(
-            !dsm::sys::process_exists(pid),
+            !dsm::testing::process_exists(pid),
             "node {node}'s process {pid} is still there"
         );
     }
@@ -382,10 +382,10 @@ fn a_long_computation_between_runtime_entries_is_not_a_stall() {
                 x > 0
             }
         });
-        match r {
-            Err(e) if e.is_other_run() => {}
+        match dsm::skip_other_run(r) {
+            Ok(None) => {}
             Err(e) => panic!("{mode}: {e}"),
-            Ok(r) => assert!(r.results.iter().all(|&b| b)),
+            Ok(Some(r)) => assert!(r.results.iter().all(|&b| b)),
         }
     }
 }
@@ -415,10 +415,10 @@ fn a_slow_start_up_is_not_a_stall() {
                 true
             }
         });
-        match r {
-            Err(e) if e.is_other_run() => {}
+        match dsm::skip_other_run(r) {
+            Ok(None) => {}
             Err(e) => panic!("{mode}: {e}"),
-            Ok(r) => assert!(r.results.iter().all(|&b| b)),
+            Ok(Some(r)) => assert!(r.results.iter().all(|&b| b)),
         }
     }
 }

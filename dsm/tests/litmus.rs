@@ -116,9 +116,8 @@ fn visibility_after_a_barrier() {
                     1u32
                 }
             });
-            match r {
-                Err(e) if e.is_other_run() => continue,
-                r => assert_eq!(r.unwrap().results, vec![1; 6], "{} {mode}", case.name),
+            if let Some(r) = dsm::skip_other_run(r).unwrap() {
+                assert_eq!(r.results, vec![1; 6], "{} {mode}", case.name);
             }
         }
     }
@@ -454,9 +453,8 @@ fn migration_races_a_fetch_and_a_diff() {
                     checked
                 }
             });
-            let r = match r {
-                Err(e) if e.is_other_run() => continue,
-                r => r.unwrap(),
+            let Some(r) = dsm::skip_other_run(r).unwrap() else {
+                continue;
             };
             let what = format!("{} {mode}", case.name);
             let want = RACE_ROUNDS * (RACE_PAGES * PAGE_WORDS) as u64;
@@ -538,9 +536,8 @@ fn a_stale_cached_entry_makes_a_refused_migration() {
                     (a.get(0), a.get(1))
                 }
             });
-            let r = match r {
-                Err(e) if e.is_other_run() => continue,
-                r => r.unwrap(),
+            let Some(r) = dsm::skip_other_run(r).unwrap() else {
+                continue;
             };
             let what = format!("{} {mode}", case.name);
             assert_eq!(r.results, vec![(2, 3); 2], "{what}");
@@ -636,9 +633,8 @@ fn broadcast_copy_is_invalidated_by_a_release(writer: usize) {
                     }
                 }
             });
-            let r = match r {
-                Err(e) if e.is_other_run() => continue,
-                r => r.unwrap(),
+            let Some(r) = dsm::skip_other_run(r).unwrap() else {
+                continue;
             };
             let what = format!("{} {mode}, writer node {writer}", case.name);
             let k = &r.node_counters;
@@ -852,9 +848,9 @@ fn a_single_non_home_sharer_writes_exclusively() {
                     errors
                 }
             });
-            let r = match r {
-                Err(e) if e.is_other_run() => continue,
-                r => r.unwrap_or_else(|e| panic!("{} {mode}: {e}", case.name)),
+            let Some(r) = dsm::skip_other_run(r).unwrap_or_else(|e| panic!("{} {mode}: {e}", case.name))
+            else {
+                continue;
             };
             let name = format!("{} {mode}", case.name);
             assert_eq!(

@@ -141,8 +141,8 @@ fn counted_work_is_charged_at_its_cost_per_unit_and_host_time_is_not() {
                         for _ in 0..3 {
                             dsm::work::count(1, 1000);
                         }
-                        let t = dsm::sys::thread_cpu_ns();
-                        while dsm::sys::thread_cpu_ns() - t < 1_000_000 {
+                        let t = dsm::host::thread_cpu_ns();
+                        while dsm::host::thread_cpu_ns() - t < 1_000_000 {
                             std::hint::spin_loop();
                         }
                         p.compute(1_000);

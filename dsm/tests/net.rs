@@ -4,7 +4,8 @@
 //! execution modes unless it says otherwise.
 
 use dsm::launch::{launch, ExecMode, LaunchError, LaunchSpec, NodeCtx};
-use dsm::net::{profile, Backing, Net, Region};
+use dsm::net::{Backing, Net, Region};
+use dsm::profile;
 use std::time::{Duration, Instant};
 
 fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
@@ -194,10 +195,10 @@ fn check_ordering(logs: &[Vec<u64>], seed: u64, packets: u64) {
 fn ordering_over_seeds(mode: ExecMode, seeds: std::ops::Range<u64>, packets: u64) {
     for seed in seeds {
         for nodes in [2, 3, 4] {
-            match ordering_run(mode, nodes, seed, packets) {
-                Err(e) if e.is_other_run() => continue,
+            match dsm::skip_other_run(ordering_run(mode, nodes, seed, packets)) {
+                Ok(None) => continue,
                 Err(e) => panic!("seed {seed}, {nodes} nodes: {e}"),
-                Ok(logs) => check_ordering(&logs, seed, packets),
+                Ok(Some(logs)) => check_ordering(&logs, seed, packets),
             }
         }
     }
@@ -391,7 +392,7 @@ fn crash(mode: ExecMode, how: &'static str) -> (LaunchError, Duration) {
         if ctx.node == 1 {
             match how {
                 "panic" => panic!("node one gives up"),
-                "kill" => dsm::sys::raise_kill(),
+                "kill" => dsm::testing::raise_kill(),
                 _ => std::process::exit(3),
             }
         }
@@ -421,7 +422,7 @@ fn crashed_node_is_reported_with_processes() {
         ),
     ] {
         match crash(ExecMode::Processes, how) {
-            (e, _) if e.is_other_run() => continue,
+            (e, _) if dsm::OtherRun::is_other_run(&e) => continue,
             (e, t) => {
                 assert_eq!(e.to_string(), want);
                 assert!(t < Duration::from_secs(5), "{how}: took {t:?}");

@@ -292,10 +292,10 @@ fn or_panic(body: impl Fn(&dsm::Proc) -> Result<(), String> + Sync) -> impl Fn(&
 /// A run's outcome: its counters if every processor's checks passed (empty counters for
 /// a run a node process skips).
 fn finish(r: Result<dsm::Report<()>, dsm::DsmError>) -> Result<Counters, String> {
-    match r {
-        Err(e) if e.is_other_run() => Ok(Counters::default()),
+    match dsm::skip_other_run(r) {
+        Ok(None) => Ok(Counters::default()),
         Err(e) => Err(e.to_string()),
-        Ok(rep) => {
+        Ok(Some(rep)) => {
             if std::env::var_os("DSM_TRACE_CASES").is_some() {
                 let k = &rep.counters;
                 eprintln!(

@@ -66,7 +66,7 @@ fn modes(list: &str) -> anyhow::Result<Vec<ExecMode>> {
 struct Timing {
     clock: dsm::ClockMode,
     platform: dsm::platform::Platform,
-    network: dsm::net::Profile,
+    network: dsm::profile::Profile,
 }
 
 pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
@@ -77,7 +77,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let platform = dsm::platform::resolve(&a.platform)
         .map_err(|e| anyhow::anyhow!("--platform `{}` is not valid: {e}", a.platform))?;
     let network = match &a.network {
-        Some(n) => dsm::net::profile::by_name(n)
+        Some(n) => dsm::profile::by_name(n)
             .map_err(|e| anyhow::anyhow!("--network `{n}` is not valid: {e}"))?,
         None => platform
             .network_profile()
@@ -168,7 +168,7 @@ fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
         nodes,
         procs: 1,
         heap_bytes: 1 << 21,
-        profile: dsm::net::profile::by_name("host").expect("host profile"),
+        profile: dsm::profile::by_name("host").expect("host profile"),
         mode,
         child_args: None,
         trace_entries: 0,
@@ -178,11 +178,7 @@ fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
 fn skip_other(
     r: Result<Vec<Vec<u8>>, dsm::launch::LaunchError>,
 ) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
-    match r {
-        Err(e) if e.is_other_run() => Ok(None),
-        Err(e) => Err(e.into()),
-        Ok(v) => Ok(Some(v)),
-    }
+    Ok(dsm::skip_other_run(r)?)
 }
 
 fn busy_wait(d: Duration) {
@@ -517,12 +513,12 @@ fn bench_proto(
         }
     });
     // In a node process serving the 4-node barrier run, this run is skipped; go on to it.
-    let report = match r {
-        Err(e) if e.is_other_run() => {
+    let report = match dsm::skip_other_run(r)? {
+        None => {
             barrier_time(v, backend, mode, 4, 1, iters, timing)?;
             return Ok(None);
         }
-        r => r?,
+        Some(report) => report,
     };
     let t = report
         .results
@@ -614,10 +610,7 @@ fn barrier_time(
             median_us(s)
         }
     });
-    match r {
-        Err(e) if e.is_other_run() => Ok(None),
-        r => Ok(Some(r?.results[0])),
-    }
+    Ok(dsm::skip_other_run(r)?.map(|report| report.results[0]))
 }
 
 /// What the home-migration run measures (us), on node 1.
@@ -681,9 +674,8 @@ fn bench_migration(
             t
         }
     });
-    let report = match r {
-        Err(e) if e.is_other_run() => return Ok(()),
-        r => r?,
+    let Some(report) = dsm::skip_other_run(r)? else {
+        return Ok(());
     };
     let c = &report.counters;
     let tag = format!("{} ({mode}, {backend})", v.name);
@@ -808,10 +800,9 @@ fn bench_adb(
             t
         }
     });
-    match r {
-        Err(e) if e.is_other_run() => {}
-        r => {
-            let report = r?;
+    match dsm::skip_other_run(r)? {
+        None => {}
+        Some(report) => {
             check(&report)?;
             let res = &report.results;
             let c = &report.counters;
@@ -870,9 +861,8 @@ fn bench_adb(
             t
         }
     });
-    let report = match r {
-        Err(e) if e.is_other_run() => return Ok(()),
-        r => r?,
+    let Some(report) = dsm::skip_other_run(r)? else {
+        return Ok(());
     };
     check(&report)?;
     let res = &report.results;

@@ -40,7 +40,7 @@ pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
         }
         let params = Params::resolve(app.name(), app.params(), size, &[])?;
         // As the platform computes (subnormals flushed), as a modeled run's processors do.
-        let flush = dsm::sys::flush_denormals(true);
+        let flush = dsm::host::flush_denormals(true);
         let ((result, took), spent) = dsm::work::calibrate(|| {
             app_common::timing::measure(|| app.sequential(&params))
         });

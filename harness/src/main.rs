@@ -67,9 +67,9 @@ enum Command {
 
 fn main() {
     // `cashmere profiles | head -1`: end quietly when the reader goes away.
-    dsm::sys::default_sigpipe();
+    dsm::host::default_sigpipe();
     let cli = Cli::parse();
-    if let Err(e) = dsm::launch::check_environment() {
+    if let Err(e) = dsm::host::check_environment() {
         eprintln!("cashmere: {e}");
         std::process::exit(1);
     }
@@ -137,7 +137,7 @@ fn print_profiles() {
         "bcast us",
         "space"
     );
-    for p in dsm::net::profile::all() {
+    for p in dsm::profile::all() {
         let space = if p.address_space_bytes == u64::MAX {
             "unlimited".to_string()
         } else {
@@ -158,7 +158,7 @@ fn print_profiles() {
         );
     }
     outln!();
-    for p in dsm::net::profile::all() {
+    for p in dsm::profile::all() {
         outln!("{:<10} source: {}", p.name, p.source);
     }
 }

@@ -143,7 +143,7 @@ impl ClusterArgs {
                 .network_profile()
                 .map_err(|e| anyhow::anyhow!("platform {}: {e}", c.platform.name))?,
             given => parse_setting(given, |v| {
-                dsm::net::profile::by_name(v).map_err(|e| e.to_string())
+                dsm::profile::by_name(v).map_err(|e| e.to_string())
             })?,
         };
         c.page_bytes = parse_setting(
@@ -467,7 +467,7 @@ pub(crate) fn check_memory(app: &dyn App, params: &Params, config: &Config) -> a
     }
     let copies = 1 + config.nodes as u64;
     let need = data.saturating_mul(copies);
-    if let Some(total) = dsm::sys::total_memory_bytes() {
+    if let Some(total) = dsm::host::total_memory_bytes() {
         if need > total {
             bail!(
                 "{} with these parameters needs about {:.1} GiB of memory (a data set of {:.1} GiB, once for the sequential run and once per node), more than this machine's {:.1} GiB{note}; choose a smaller --size or smaller parameters",
@@ -530,7 +530,7 @@ pub fn run_app(
     config: &Config,
     quiet: bool,
 ) -> anyhow::Result<Outcome> {
-    let node = dsm::launch::is_node_process();
+    let node = dsm::host::is_node_process();
     // Under the modeled clock the sequential time is this machine's CPU time scaled to the
     // platform, and the parallel time is the report's virtual time: speedups compare times
     // of one clock.
@@ -840,7 +840,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
             problems.join("\n  ")
         );
     }
-    let node = dsm::launch::is_node_process();
+    let node = dsm::host::is_node_process();
     if let (false, Some((_, _, c))) = (node, runs.first()) {
         if c.clock == ClockMode::Modeled {
             outln!(
@@ -873,7 +873,7 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
         match run_app(app, &params, &config, true) {
             Err(e) => {
                 if e.downcast_ref::<app_common::AppError>()
-                    .is_some_and(|ae| ae.is_other_run())
+                    .is_some_and(dsm::OtherRun::is_other_run)
                 {
                     continue;
                 }

@@ -225,7 +225,7 @@ pub fn check_paper_units(app: &dyn App, params: &Params, work: &dsm::work::Tally
 /// The scale factor of `app` on `platform`, from the cache or measured now (and cached).
 pub fn cpu_scale(app: &dyn App, platform: &Platform) -> anyhow::Result<Scale> {
     let file = cache_file();
-    let may_measure = !dsm::launch::is_node_process();
+    let may_measure = !dsm::host::is_node_process();
     scale_of(app, platform, file.as_deref(), may_measure, &mut |line| {
         eprintln!("cashmere: {line}")
     })
@@ -344,7 +344,7 @@ pub fn run_sequential(
     modeled: bool,
     measured: bool,
 ) -> anyhow::Result<Sequential> {
-    let mode = dsm::sys::flush_denormals(modeled && platform.flush_denormals);
+    let mode = dsm::host::flush_denormals(modeled && platform.flush_denormals);
     let (result, took) = app_common::timing::measure(|| app.sequential(params));
     drop(mode);
     let result = result.with_context(|| format!("sequential {}", app.name()))?;
@@ -378,7 +378,7 @@ pub fn sequential_cpu(
     platform: &Platform,
 ) -> anyhow::Result<(f64, String)> {
     let file = cache_file();
-    let may_measure = !dsm::launch::is_node_process();
+    let may_measure = !dsm::host::is_node_process();
     let flush = platform.flush_denormals;
     cpu_time(app, params, file.as_deref(), may_measure, first, false, flush, &mut |line| {
         eprintln!("cashmere: {line}")
@@ -462,7 +462,7 @@ fn cpu_time(
 /// With `flush`, subnormal numbers are flushed to zero meanwhile.
 pub fn measure(app: &dyn App, params: &Params, flush: bool) -> anyhow::Result<f64> {
     let data = app.data_bytes(params)?;
-    if let Some(total) = dsm::sys::total_memory_bytes() {
+    if let Some(total) = dsm::host::total_memory_bytes() {
         if data > total {
             bail!(
                 "{} at the paper's input needs about {:.1} GiB, more than this machine's {:.1} \
@@ -474,7 +474,7 @@ pub fn measure(app: &dyn App, params: &Params, flush: bool) -> anyhow::Result<f6
             );
         }
     }
-    let mode = dsm::sys::flush_denormals(flush);
+    let mode = dsm::host::flush_denormals(flush);
     // The timed region the app marks (`app_common::timing`), as the parallel run's.
     let (r, took) = app_common::timing::measure(|| app.sequential(params));
     let ns = took.cpu_ns;
@@ -597,7 +597,7 @@ impl Cache {
     /// written by a broken build) is an error naming the file: every figure of a modeled
     /// run would follow from it.
     fn load(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Cache> {
-        let text = match dsm::sys::read_regular_text(path, MAX_CACHE_FILE_BYTES) {
+        let text = match dsm::host::read_regular_text(path, MAX_CACHE_FILE_BYTES) {
             Ok(t) => t,
             Err(e) if e.is_not_found() => return Ok(Cache::default()),
             Err(e) => {
@@ -657,7 +657,7 @@ impl Cache {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            let _lock = dsm::sys::lock_file(&path.with_extension("lock"))?;
+            let _lock = dsm::host::lock_file(&path.with_extension("lock"))?;
             let mut cache = Cache::load(path, &mut |_| {}).map_err(std::io::Error::other)?;
             cache.schema = SCHEMA;
             cache.entries.insert(key, entry);

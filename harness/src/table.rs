@@ -320,13 +320,13 @@ struct NodeCell {
 
 pub fn table(a: TableArgs) -> anyhow::Result<()> {
     let plan = plan(&a)?;
-    if dsm::launch::is_node_process() {
+    if dsm::host::is_node_process() {
         return serve_node(&plan, a.node_plan.as_deref());
     }
     if a.cells_only {
         if let Some(cpu) = std::env::var(JOB_CPU_VAR).ok().and_then(|v| v.parse().ok()) {
             // Binding is for steadier CPU times only; a host that refuses it runs the same.
-            let _ = dsm::sys::pin_thread(cpu);
+            let _ = dsm::host::pin_thread(cpu);
         }
         Runner::new(&plan, false)?.run_all()?;
         return Ok(());
@@ -348,7 +348,7 @@ pub fn table(a: TableArgs) -> anyhow::Result<()> {
 /// at once (their cells' temporary files have the same names), and removes the temporary
 /// files a table that was killed left behind. A second table is refused, naming the
 /// first's pid. The jobs of `--jobs` and node processes do not lock: their parent holds it.
-fn lock_out(out: &Path) -> anyhow::Result<dsm::sys::FileLock> {
+fn lock_out(out: &Path) -> anyhow::Result<dsm::host::FileLock> {
     std::fs::create_dir_all(out).with_context(|| {
         format!(
             "--out: cannot create {}; give a writable directory",
@@ -356,10 +356,10 @@ fn lock_out(out: &Path) -> anyhow::Result<dsm::sys::FileLock> {
         )
     })?;
     let path = out.join(".lock");
-    let lock = dsm::sys::try_lock_file(&path, &format!("pid {}", std::process::id()))
+    let lock = dsm::host::try_lock_file(&path, &format!("pid {}", std::process::id()))
         .with_context(|| format!("--out: cannot lock {}", path.display()))?;
     let Some(lock) = lock else {
-        let holder = dsm::sys::read_regular_text(&path, 4096).unwrap_or_default();
+        let holder = dsm::host::read_regular_text(&path, 4096).unwrap_or_default();
         let holder = match holder.trim() {
             "" => "its pid not yet written".to_string(),
             h => h.to_string(),
@@ -629,7 +629,7 @@ impl Plan {
         let (homes, file) = self.homes_for(app.app.name(), variant);
         let homes_digest = match &file {
             Some(path) => Some(digest(
-                &dsm::sys::read_regular_file(path, dsm::MAX_HOMES_FILE_BYTES)
+                &dsm::host::read_regular_file(path, dsm::MAX_HOMES_FILE_BYTES)
                     .with_context(|| format!("cannot read the homes file {}", path.display()))?,
             )),
             None => None,
@@ -828,15 +828,15 @@ impl<'a> Runner<'a> {
             return Ok(None);
         }
         let path = self.plan.cell_path(&config.app, &config.variant);
-        let text = match dsm::sys::read_regular_text(&path, MAX_CELL_FILE_BYTES) {
+        let text = match dsm::host::read_regular_text(&path, MAX_CELL_FILE_BYTES) {
             Ok(text) => text,
-            Err(e @ (dsm::sys::ReadError::NotRegular | dsm::sys::ReadError::TooLarge { .. })) => {
+            Err(e @ (dsm::host::ReadError::NotRegular | dsm::host::ReadError::TooLarge { .. })) => {
                 bail!(
                     "kept cell {}: {e} for a cell file; this table did not write it: remove it, or run with --force to run every cell again",
                     path.display()
                 )
             }
-            Err(dsm::sys::ReadError::Io(_)) => return Ok(None),
+            Err(dsm::host::ReadError::Io(_)) => return Ok(None),
         };
         let Ok(cell) = serde_json::from_str::<Cell>(&text) else {
             return Ok(None);

@@ -958,7 +958,7 @@ fn signal(pid: u32, sig: &str) {
 fn all_gone(pids: &[u32], what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let ended = pids.iter().all(|&p| {
-        dsm::sys::wait_process_gone(p, deadline.saturating_duration_since(Instant::now()))
+        dsm::host::wait_process_gone(p, deadline.saturating_duration_since(Instant::now()))
     });
     if !ended {
         let left: Vec<u32> = pids.iter().copied().filter(|&p| !gone(p)).collect();

@@ -175,6 +175,6 @@ mod tests {
     fn dms_needs_broadcast_and_total_order_none_needs_nothing() {
         let need = CSM_DMS.needs();
         assert!(need.remote_write && need.broadcast && need.total_order);
-        assert_eq!(CSM_NONE.needs(), dsm::net::Features::NONE);
+        assert_eq!(CSM_NONE.needs(), dsm::profile::Features::NONE);
     }
 }

@@ -65,10 +65,10 @@ pub enum AppError {
     Dsm(#[from] dsm::DsmError),
 }
 
-impl AppError {
-    /// True in a node process for a cluster run before the one it serves: skip it.
-    pub fn is_other_run(&self) -> bool {
-        matches!(self, AppError::Dsm(e) if e.is_other_run())
+/// A node process's cluster run before the one it serves: skip it (`dsm::skip_other_run`).
+impl dsm::OtherRun for AppError {
+    fn is_other_run(&self) -> bool {
+        matches!(self, AppError::Dsm(e) if dsm::OtherRun::is_other_run(e))
     }
 }
 
@@ -118,22 +118,22 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// Reads an input file as text. Only regular files of at most [`MAX_INPUT_BYTES`] are
 /// read (a device such as `/dev/zero` or a FIFO could be read without end).
 pub fn read_input(path: &std::path::Path) -> Result<String, AppError> {
-    dsm::sys::read_regular_text(path, MAX_INPUT_BYTES).map_err(|e| match e {
-        dsm::sys::ReadError::Io(source) if source.kind() != std::io::ErrorKind::InvalidData => {
+    dsm::host::read_regular_text(path, MAX_INPUT_BYTES).map_err(|e| match e {
+        dsm::host::ReadError::Io(source) if source.kind() != std::io::ErrorKind::InvalidData => {
             AppError::Io {
                 path: path.to_path_buf(),
                 source,
             }
         }
-        dsm::sys::ReadError::NotRegular => AppError::BadInput {
+        dsm::host::ReadError::NotRegular => AppError::BadInput {
             path: path.to_path_buf(),
             why: format!("{e}; give the path of an input file"),
         },
-        dsm::sys::ReadError::TooLarge { .. } => AppError::BadInput {
+        dsm::host::ReadError::TooLarge { .. } => AppError::BadInput {
             path: path.to_path_buf(),
             why: format!("{e} for input files; inputs of this size are not supported"),
         },
-        dsm::sys::ReadError::Io(_) => AppError::BadInput {
+        dsm::host::ReadError::Io(_) => AppError::BadInput {
             path: path.to_path_buf(),
             why: e.to_string(),
         },

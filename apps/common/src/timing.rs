@@ -21,8 +21,8 @@ struct Stamp {
 impl Stamp {
     fn now() -> Stamp {
         Stamp {
-            wall_ns: dsm::sys::monotonic_ns(),
-            cpu_ns: dsm::sys::thread_cpu_ns(),
+            wall_ns: dsm::host::monotonic_ns(),
+            cpu_ns: dsm::host::thread_cpu_ns(),
             work: dsm::work::tally(),
         }
     }
@@ -120,8 +120,8 @@ mod tests {
     use super::*;
 
     fn spin(ns: u64) {
-        let t = dsm::sys::thread_cpu_ns();
-        while dsm::sys::thread_cpu_ns() - t < ns {
+        let t = dsm::host::thread_cpu_ns();
+        while dsm::host::thread_cpu_ns() - t < ns {
             std::hint::spin_loop();
         }
     }

@@ -43,9 +43,10 @@ fn agrees(
     let seq = summary(problem);
     let mut runs = 0;
     for &proto in protocols {
-        let (par, report) = match run_parallel(problem, &config(proto, nodes, procs, mode)) {
-            Err(e) if e.is_other_run() => continue,
-            r => r.unwrap(),
+        let Some((par, report)) =
+            dsm::skip_other_run(run_parallel(problem, &config(proto, nodes, procs, mode))).unwrap()
+        else {
+            continue;
         };
         runs += 1;
         if let Err(m) = ILINK.check(&seq, &par) {

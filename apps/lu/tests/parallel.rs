@@ -23,10 +23,8 @@ fn parallel_matches_sequential(
     params: &Params,
     config: &Config,
 ) -> Option<(AppResult, dsm::Report<()>)> {
-    let (par, report) = match app.parallel(params, config) {
-        Err(e) if e.is_other_run() => return None,
-        r => r.unwrap_or_else(|e| panic!("{} under {}: {e}", app.name(), config.protocol.name)),
-    };
+    let (par, report) = dsm::skip_other_run(app.parallel(params, config))
+        .unwrap_or_else(|e| panic!("{} under {}: {e}", app.name(), config.protocol.name))?;
     // The sequential run comes after the cluster run, so node processes (which stop at
     // their cluster run) do not repeat it.
     let seq = app.sequential(params).unwrap();

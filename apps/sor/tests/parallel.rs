@@ -12,9 +12,10 @@ use app_common::test_config as config;
 fn agrees(params: &Params, nodes: usize, procs: usize, mode: ExecMode) {
     let seq = SOR.sequential(params).unwrap();
     for proto in [CSM_NONE, CSM_DMS] {
-        let (par, report) = match SOR.parallel(params, &config(proto, nodes, procs, mode)) {
-            Err(e) if e.is_other_run() => continue,
-            r => r.unwrap(),
+        let Some((par, report)) =
+            dsm::skip_other_run(SOR.parallel(params, &config(proto, nodes, procs, mode))).unwrap()
+        else {
+            continue;
         };
         if let Err(m) = SOR.check(&seq, &par) {
             panic!("{} {mode} {nodes}x{procs}: {m}", proto.name);

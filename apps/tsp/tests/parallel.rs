@@ -12,9 +12,10 @@ use app_common::test_config as config;
 fn agrees(params: &Params, nodes: usize, procs: usize, mode: ExecMode) {
     let seq = TSP.sequential(params).unwrap();
     for proto in [CSM_NONE, CSM_DMS] {
-        let (par, report) = match TSP.parallel(params, &config(proto, nodes, procs, mode)) {
-            Err(e) if e.is_other_run() => continue,
-            r => r.unwrap(),
+        let Some((par, report)) =
+            dsm::skip_other_run(TSP.parallel(params, &config(proto, nodes, procs, mode))).unwrap()
+        else {
+            continue;
         };
         if let Err(m) = TSP.check(&seq, &par) {
             panic!("{} {mode} {nodes}x{procs}: {m}", proto.name);

@@ -22,10 +22,7 @@ fn params(app: &dyn App, overrides: &[(&str, &str)]) -> Params {
 
 /// Runs `app` in parallel; `None` in a node process serving a later run.
 fn run(app: &dyn App, params: &Params, config: &Config) -> Option<(AppResult, dsm::Report<()>)> {
-    match app.parallel(params, config) {
-        Err(e) if e.is_other_run() => None,
-        r => Some(r.unwrap()),
-    }
+    dsm::skip_other_run(app.parallel(params, config)).unwrap()
 }
 
 /// Runs `app` at test size on 2 nodes of 2 processors under CSM-None and CSM-DMS and

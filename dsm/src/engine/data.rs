@@ -17,7 +17,7 @@ use super::{Node, PageGuard};
 use crate::config::{DataStrategy, MetadataStrategy};
 use crate::diff;
 use crate::ids::PageId;
-use crate::page::{PageState, NO_HOME};
+use crate::page::PageState;
 use crate::stats::{Clock, NodeCounters};
 use crate::wire::{kind, DiffWriter, Reply};
 use std::sync::atomic::Ordering;
@@ -44,16 +44,20 @@ impl Node {
         let Some(data) = self.regions.data else {
             return;
         };
-        if st.home == NO_HOME {
+        if st.home.is_none() {
             return;
         }
         let receiving = self.net.receives(&data, p as u64 * self.page_bytes as u64);
         assert_eq!(
             receiving,
             st.at_home(self.id),
-            "node {}: page {p} {} remote writes to its master copy while its home is node {}: {st:?}",
+            "node {}: page {p} {} remote writes to its master copy while its home is {:?}: {st:?}",
             self.id,
-            if receiving { "receives" } else { "does not receive" },
+            if receiving {
+                "receives"
+            } else {
+                "does not receive"
+            },
             st.home
         );
     }
@@ -113,7 +117,7 @@ impl Node {
                 let mut first = true;
                 while writer.next_message(&mut msg) {
                     loop {
-                        let home = st.home as usize;
+                        let home = st.home_node();
                         NodeCounters::bump(&self.counters.diff_messages);
                         match self.call_encoded(home, kind::DIFF, &msg, &mut out) {
                             Reply::DiffAck { meta } => {

@@ -26,7 +26,7 @@ impl Node {
             return false;
         }
         match self.protocol.metadata {
-            MetadataStrategy::Replicated => !self.dir.home_writing(&self.net, p, st.home as usize),
+            MetadataStrategy::Replicated => !self.dir.home_writing(&self.net, p, st.home_node()),
             MetadataStrategy::HomeHeld => !st.home_writing,
         }
     }

@@ -89,10 +89,10 @@ mod service;
 use crate::config::{MetadataStrategy, Protocol};
 use crate::directory::Directory;
 use crate::fault::Protector;
-use crate::ids::PageId;
+use crate::ids::{NodeId, PageId};
 use crate::net::{MsgError, Net, Region};
 pub(crate) use crate::page::Access;
-use crate::page::{PageState, PageTable, NO_HOME};
+use crate::page::{PageState, PageTable};
 use crate::stats::{Clock, NodeCounters};
 use crate::sync::SyncState;
 use crate::wait::{Seam, SeamLock, Serve, WaitFor};
@@ -254,6 +254,8 @@ impl Node {
         regions: Regions,
         protector: Protector,
     ) -> Node {
+        // Stall and deadlock reports name the kinds of the messages waited for.
+        crate::sched::name_message_kinds(crate::wire::kind_name);
         let nodes = net.nodes();
         let npages = heap_used.div_ceil(page_bytes);
         Node {
@@ -342,8 +344,8 @@ impl Node {
             None => self.pages.known_home(p),
         };
         if let Some(h) = known {
-            if st.home as usize != h && (h != self.id || st.home == NO_HOME) {
-                if st.home == NO_HOME {
+            if st.home.map(NodeId::index) != Some(h) && (h != self.id || st.home.is_none()) {
+                if st.home.is_none() {
                     // First touch, won by this node (or another) meanwhile.
                     self.learn_first_home(p, h);
                 }
@@ -403,7 +405,7 @@ impl Node {
         }
     }
 
-    fn net_err(e: MsgError) -> ! {
+    fn net_err(e: impl std::fmt::Display) -> ! {
         panic!("{e}")
     }
 
@@ -599,20 +601,20 @@ impl Node {
     fn lock_for_fault(&self, p: u32) -> PageGuard<'_> {
         loop {
             let mut st = self.lock_page(p);
-            if !st.at_home(self.id) || st.excl_at == NO_HOME {
+            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.id)) else {
                 return st;
-            }
+            };
             if st.recalling {
                 st.release_unchanged();
                 self.seam()
                     .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
-                        self.look_at_page(p, |s| s.excl_at == NO_HOME)
+                        self.look_at_page(p, |s| s.excl_at.is_none())
                             .unwrap_or(true)
                     })
                     .unwrap_or_else(|e| Self::net_err(e));
                 continue;
             }
-            let holder = st.excl_at as usize;
+            let holder = holder.index();
             st.recalling = true;
             st.check(self.id);
             drop(st);
@@ -664,13 +666,13 @@ impl Node {
     /// wrote the page into the master copy itself) if `holder` still holds the page
     /// exclusively, and ends its hold. False if it no longer does (it flushed already).
     fn apply_flush(&self, p: u32, st: &mut PageState, holder: usize, data: &[u8]) -> bool {
-        if st.excl_at as usize != holder {
+        if st.excl_at.map(NodeId::index) != Some(holder) {
             return false;
         }
         if !data.is_empty() {
             self.install_page(p, data);
         }
-        st.excl_at = NO_HOME;
+        st.excl_at = None;
         true
     }
 
@@ -791,13 +793,9 @@ impl Node {
         // The holder and page of a recall we owe the home (it waits for our flush).
         let mut flush: Option<(usize, Vec<u8>)> = None;
         loop {
-            let home = st.home as usize;
-            assert!(
-                home != self.id && st.home != NO_HOME,
-                "node {}: fetching page {p} with home {}",
-                self.id,
-                st.home
-            );
+            let Some(home) = st.home.map(NodeId::index).filter(|&h| h != self.id) else {
+                panic!("node {}: fetching page {p} with home {:?}", self.id, st.home);
+            };
             if need_data && !migrate && flush.is_none() && self.broadcast_lookup(p, home, st) {
                 return false;
             }
@@ -936,7 +934,7 @@ impl Node {
                 st.dirty = false;
                 let twin = st.twin.take().expect("dirty non-home page without twin");
                 let sharers = self.send_diff(p, &mut st, &twin);
-                (sharers, st.home as usize)
+                (sharers, st.home_node())
             };
             st.check(self.id);
             drop(st);
@@ -1021,7 +1019,7 @@ impl Node {
             let data = self.end_exclusive(p, &mut st);
             let mut out = Vec::new();
             match self.call(
-                st.home as usize,
+                st.home_node(),
                 &Msg::Flush {
                     page: PageId(p),
                     holder: crate::ids::NodeId::from_usize(self.id),
@@ -1042,7 +1040,7 @@ impl Node {
             st.dirty = false;
             st.access = Access::Read;
             let sharers = self.send_diff(p, &mut st, &twin);
-            let home = st.home as usize;
+            let home = st.home_node();
             self.owed
                 .lock()
                 .expect("poisoned")
@@ -1069,7 +1067,7 @@ impl Node {
             // home has moved meanwhile, the old home drops the message: the new home's set
             // then still names us, which costs a needless notice, never a missed one.
             MetadataStrategy::HomeHeld => {
-                self.post(st.home as usize, &Msg::Drop { page: PageId(p) })
+                self.post(st.home_node(), &Msg::Drop { page: PageId(p) })
             }
         }
     }

@@ -69,7 +69,7 @@
 use super::{Node, PageGuard};
 use crate::config::DataStrategy;
 use crate::ids::NodeId;
-use crate::page::{Hint, PageState, NO_HOME};
+use crate::page::{Hint, PageState};
 use crate::stats::NodeCounters;
 use crate::wire::{kind, Msg, Piggyback, Reply};
 use std::collections::VecDeque;
@@ -300,22 +300,22 @@ impl Node {
                     return Outcome::Defer;
                 };
                 if let Some(mut st) = st.take() {
-                    if st.excl_at != NO_HOME {
+                    if let Some(holder) = st.excl_at {
                         if st.recalling {
                             // The recall's flush has not landed: wait for it.
                             st.defer();
                             return Outcome::Defer;
                         }
                         assert_ne!(
-                            st.excl_at as usize, from,
+                            holder.index(),
+                            from,
                             "node {}: page {} fetched by its exclusive holder",
-                            self.id, page.0
+                            self.id,
+                            page.0
                         );
                         st.recalling = true;
                         st.check(self.id);
-                        answer(&Reply::Holder {
-                            holder: NodeId::from_usize(st.excl_at as usize),
-                        });
+                        answer(&Reply::Holder { holder });
                         return Outcome::Done;
                     }
                     self.serve_fetch(page.0, &mut st, from, migrate, exclusive, &answer);
@@ -328,13 +328,13 @@ impl Node {
                     return Outcome::Defer;
                 };
                 if let Some(st) = st.take() {
-                    if st.excl_at != NO_HOME {
+                    if let Some(holder) = st.excl_at {
                         // Only the holder can have written, after a recall ended its
                         // exclusive mode: its diff follows the flush.
                         assert!(
                             st.recalling,
                             "node {}: a diff of page {} from node {from} while node {} holds it exclusively",
-                            self.id, page.0, st.excl_at
+                            self.id, page.0, holder
                         );
                         st.defer();
                         return Outcome::Defer;
@@ -415,7 +415,7 @@ impl Node {
                 if !self.apply_flush(p, &mut st, holder, data) {
                     assert!(
                         fetch && data.is_empty(),
-                        "node {}: a flush of page {p} held by node {holder}, recorded at node {}",
+                        "node {}: a flush of page {p} held by node {holder}, recorded at {:?}",
                         self.id,
                         st.excl_at
                     );
@@ -481,7 +481,7 @@ impl Node {
             }
             Hint::Home | Hint::Unknown => {
                 let mut st = self.try_lock_page(p)?;
-                if st.home == NO_HOME {
+                if st.home.is_none() {
                     // The manager may have told the requester that we are home before its
                     // reply to our own claim reached us: the request itself proves it.
                     let h = self.learn_first_home(p, self.id);
@@ -493,7 +493,10 @@ impl Node {
                     self.pages.set_home(p, &mut st, self.id);
                 }
                 if !st.at_home(self.id) {
-                    elsewhere(NodeId::from_usize(st.home as usize));
+                    elsewhere(
+                        st.home
+                            .expect("a page whose home is not here has a known home"),
+                    );
                     return Some(None);
                 }
                 Some(Some(st))
@@ -522,7 +525,7 @@ impl Node {
         exclusive: bool,
         answer: &dyn Fn(&Reply<'_>),
     ) {
-        debug_assert_eq!(st.excl_at, NO_HOME);
+        debug_assert_eq!(st.excl_at, None);
         if migrate && st.home_writing {
             answer(&Reply::Refused {
                 meta: self.piggyback(p, st),
@@ -565,7 +568,7 @@ impl Node {
             && !self.broadcast_copies_may_exist(p)
         {
             // The only sharer: grant, with the master copy (never broadcast meanwhile).
-            st.excl_at = from as u16;
+            st.excl_at = Some(NodeId::from_usize(from));
             st.check(self.id);
             let data = self.snapshot_page(p);
             answer(&Reply::Page {

@@ -33,19 +33,20 @@
 //! word the same thread transmitted later with [`Tx::write_u64`] (a Release store).
 
 mod msg;
-pub mod profile;
+pub(crate) mod timing;
 
+pub use crate::profile::{Features, Profile};
 pub use msg::{Inbound, MsgError, MAX_MESSAGE_BYTES};
-pub use profile::{Features, Profile};
+pub use crate::control::AbortOrigin;
 
 use crate::sys::{self, Mapping, Prot};
-use crate::wait::{self, Doorbell, Seam, WaitFor};
+use crate::control::Control;
+use crate::wait::{self, Seam, WaitFor};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Largest cluster: receive sets are bit masks in one word.
-pub const MAX_NODES: usize = 32;
+pub use crate::ids::MAX_NODES;
 /// Granularity of receive mappings in the network address space: the host page (Memory
 /// Channel used the 8 KiB Alpha page; 4 KiB lets 4 KiB coherence pages have their own homes).
 pub const MC_PAGE_BYTES: u64 = 4096;
@@ -235,59 +236,21 @@ struct Header {
     address_space: AtomicU64,
     heap_bytes: AtomicU64,
     packet_bytes: AtomicU64,
-    /// Non-zero once any node failed: every wait in the runtime gives up.
-    abort: AtomicU32,
     hub_lock: AtomicU32,
     _pad0: [u64; 2],
     link_lock: [Padded<AtomicU32>; MAX_NODES],
-    bell: [Padded<Doorbell>; MAX_NODES],
-    status: [Padded<NodeStatus>; MAX_NODES],
     counters: [Padded<[AtomicU64; COUNTER_WORDS]>; MAX_NODES],
-    /// The first failure of the run (see [`Fabric::fail`]): 0 while no node has failed,
-    /// else the failed node's number plus one. Set once, by compare-exchange.
-    abort_origin: AtomicU32,
-    /// 0 until the origin's cause is in `abort_cause`, then its length plus one.
-    abort_cause_len: AtomicU32,
-    abort_cause: [AtomicU8; ABORT_CAUSE_BYTES],
-    /// Each node's liveness counter, bumped by every [`Net::poll`] of the node (its service
-    /// thread polls at least every 50 ms while it runs) and watched by the launcher.
-    heartbeat: [Padded<AtomicU64>; MAX_NODES],
+    /// The cluster's control block (abort, first failure, doorbells, node status,
+    /// heartbeats): it shares the fabric's mapping so that node processes share it.
+    control: Control,
 }
 
-/// Bytes of the first failure's cause kept in the header; a longer cause is cut at a
-/// character boundary.
-pub const ABORT_CAUSE_BYTES: usize = 2048;
 
-/// The first failure recorded in the fabric.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AbortOrigin {
-    /// No node has recorded a failure.
-    None,
-    /// `node` claimed the origin and has not yet published its cause (or died doing so).
-    Claimed { node: usize },
-    /// `node` failed first, for `cause`.
-    Recorded { node: usize, cause: String },
-}
+
+
 
 #[repr(C, align(64))]
 struct Padded<T>(T);
-
-/// What the launcher knows about a node.
-#[repr(C)]
-pub(crate) struct NodeStatus {
-    pub state: AtomicU32,
-    pub pid: AtomicU32,
-    pub result_len: AtomicU64,
-}
-
-/// Node states in [`NodeStatus::state`].
-pub(crate) mod node_state {
-    pub const RUNNING: u32 = 1;
-    /// Past the start-up barrier: receive regions attached.
-    pub const READY: u32 = 2;
-    pub const DONE: u32 = 3;
-    pub const FAILED: u32 = 4;
-}
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_BYTES);
 
@@ -296,6 +259,8 @@ pub struct Fabric {
     fd: OwnedFd,
     wire: Mapping,
     layout: Layout,
+    /// The link and hub queues of the modeled clock (in-process clusters only).
+    links: timing::Links,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -306,12 +271,23 @@ impl std::fmt::Debug for Fabric {
     }
 }
 
+impl AsRef<Control> for Fabric {
+    fn as_ref(&self) -> &Control {
+        self.control()
+    }
+}
+
 impl Fabric {
     /// Creates the fabric of a new cluster.
     pub fn create(layout: Layout, profile: &Profile) -> Result<Arc<Fabric>, NetError> {
         let fd = sys::memfd_create("cashmere-fabric", layout.total_bytes)?;
         let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
-        let fabric = Fabric { fd, wire, layout };
+        let fabric = Fabric {
+            fd,
+            wire,
+            layout,
+            links: timing::Links::default(),
+        };
         let h = fabric.header();
         h.nodes.store(layout.nodes as u64, Ordering::Relaxed);
         h.address_space
@@ -320,6 +296,7 @@ impl Fabric {
             .store(layout.heap_bytes as u64, Ordering::Relaxed);
         h.packet_bytes
             .store(profile.packet_bytes.max(1), Ordering::Relaxed);
+        h.control.init(layout.nodes);
         // Every node receives its own messaging pages.
         for node in 0..layout.nodes {
             let bit = 1u64 << node;
@@ -345,7 +322,12 @@ impl Fabric {
     /// Maps a fabric inherited from the launcher and checks it matches `layout`.
     pub fn adopt(fd: OwnedFd, layout: Layout) -> Result<Arc<Fabric>, NetError> {
         let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
-        let fabric = Fabric { fd, wire, layout };
+        let fabric = Fabric {
+            fd,
+            wire,
+            layout,
+            links: timing::Links::default(),
+        };
         let h = fabric.header();
         if h.magic.load(Ordering::Acquire) != MAGIC {
             return Err(NetError::Mismatch("no fabric header".into()));
@@ -476,12 +458,9 @@ impl Fabric {
             + slot as u64 * MAILBOX_BYTES
     }
 
-    pub(crate) fn bell(&self, node: usize) -> &Doorbell {
-        &self.header().bell[node].0
-    }
-
-    pub(crate) fn status(&self, node: usize) -> &NodeStatus {
-        &self.header().status[node].0
+    /// The cluster's control block.
+    pub(crate) fn control(&self) -> &Control {
+        &self.header().control
     }
 
     fn counter(&self, node: usize, which: usize) -> &AtomicU64 {
@@ -548,83 +527,15 @@ impl Fabric {
             .collect()
     }
 
-    /// Marks the cluster as failed: every runtime wait returns an error from now on.
+    /// Marks the cluster as failed: every runtime wait returns an error from now on
+    /// (the control block's `Control::abort`).
     pub fn abort(&self) {
-        self.header().abort.store(1, Ordering::SeqCst);
-        for node in 0..self.layout.nodes {
-            self.bell(node).ring();
-        }
+        self.control().abort();
     }
 
+    /// True once the cluster has aborted.
     pub fn aborted(&self) -> bool {
-        self.header().abort.load(Ordering::Acquire) != 0
-    }
-
-    /// Records that `node` failed for `cause`, if no node has failed before it, and aborts
-    /// the cluster. Returns true if this call recorded the origin. Causes that are
-    /// consequences of an abort ([`crate::ABORT_MESSAGE`]) should not be recorded: call
-    /// [`Fabric::abort`] for them.
-    ///
-    /// # Memory ordering
-    ///
-    /// The origin word is claimed by compare-exchange, so exactly one failure is the
-    /// origin. Its cause is stored and published (Release on the length word) before the
-    /// abort flag is set (Release), so anyone who observes the abort flag (Acquire) that
-    /// this call set, or anything that happened after it, finds the cause published.
-    pub fn fail(&self, node: usize, cause: &str) -> bool {
-        let h = self.header();
-        let won = h
-            .abort_origin
-            .compare_exchange(0, node as u32 + 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        if won {
-            let mut len = cause.len().min(ABORT_CAUSE_BYTES);
-            while !cause.is_char_boundary(len) {
-                len -= 1;
-            }
-            for (slot, &b) in h.abort_cause.iter().zip(&cause.as_bytes()[..len]) {
-                slot.store(b, Ordering::Relaxed);
-            }
-            h.abort_cause_len.store(len as u32 + 1, Ordering::Release);
-        }
-        self.abort();
-        won
-    }
-
-    /// `node`'s heartbeat count (see [`Net::poll`]): the launcher declares a node that
-    /// runs but whose count stands still for the stall limit stopped.
-    pub fn heartbeat(&self, node: usize) -> u64 {
-        self.header().heartbeat[node].0.load(Ordering::Relaxed)
-    }
-
-    /// Bumps `node`'s heartbeat: a node process's start-up beat does, until its service
-    /// thread takes over (see [`crate::launch`]).
-    pub(crate) fn beat(&self, node: usize) {
-        self.header().heartbeat[node]
-            .0
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The first failure recorded with [`Fabric::fail`].
-    pub fn abort_origin(&self) -> AbortOrigin {
-        let h = self.header();
-        let node = match h.abort_origin.load(Ordering::Acquire) {
-            0 => return AbortOrigin::None,
-            n => n as usize - 1,
-        };
-        match h.abort_cause_len.load(Ordering::Acquire) {
-            0 => AbortOrigin::Claimed { node },
-            n => {
-                let bytes: Vec<u8> = h.abort_cause[..n as usize - 1]
-                    .iter()
-                    .map(|b| b.load(Ordering::Relaxed))
-                    .collect();
-                AbortOrigin::Recorded {
-                    node,
-                    cause: String::from_utf8_lossy(&bytes).into_owned(),
-                }
-            }
-        }
+        self.control().aborted()
     }
 
     /// The result area of `node` (written by the node, read by the launcher).
@@ -639,7 +550,7 @@ impl Fabric {
     }
 
     fn lock<'a>(&'a self, word: &'a AtomicU32) -> SpinGuard<'a> {
-        wait::lock_word(word, self);
+        wait::lock_word(word, self.control());
         SpinGuard { word }
     }
 
@@ -836,10 +747,10 @@ impl Net {
 
     /// [`Net::ack`], waiting through `seam`. Under the wall clock every write has landed
     /// when it returns, so there is nothing to wait for; under the modeled clock writes
-    /// land after the network's latency (`crate::sched::ack_time`).
+    /// land after the network's latency (`timing::Links::ack_time`).
     pub(crate) fn ack_via(&self, seam: &Seam<'_>) -> Result<(), MsgError> {
         self.fabric.count(self.node, 5, 1);
-        if let Some(t) = crate::sched::ack_time() {
+        if let Some(t) = self.fabric.links.ack_time() {
             seam.until(WaitFor::Landed, || crate::sched::now().is_some_and(|n| n >= t))?;
             // Reaching `t` is not enough: the messages this wait served may have carried
             // the clock past `t` before the simulation made the deliveries due by then
@@ -898,8 +809,8 @@ impl Net {
             .iter()
             .map(|(_, b)| self.fabric.packets_for(b.len() as u64))
             .sum();
-        // Modeled time: every receiver's copy is made when it arrives (crate::sched).
-        let deferred = crate::sched::transmit(
+        // Modeled time: every receiver's copy is made when it arrives (`timing`).
+        let deferred = self.fabric.links.transmit(
             self.node,
             receivers,
             bytes,
@@ -969,7 +880,7 @@ impl Net {
 
     /// This node's wait seam, serving no messages (see [`crate::wait`]).
     pub(crate) fn seam(&self) -> Seam<'_> {
-        Seam::new(&self.fabric, self.node)
+        Seam::new(self.fabric.control(), self.node)
     }
 
     /// Sends a one-way message to `to` (back-pressure: waits while the ring is full). The
@@ -1033,9 +944,7 @@ impl Net {
 
     /// Bumps this node's heartbeat (the service loop's idle wait does, at every check).
     pub(crate) fn beat(&self) {
-        self.fabric.header().heartbeat[self.node]
-            .0
-            .fetch_add(1, Ordering::Relaxed);
+        self.fabric.control().beat(self.node);
     }
 
     /// True if a ring of this node holds unread messages (or another thread is polling).
@@ -1112,7 +1021,7 @@ impl Net {
 
     /// Waits until a message may have arrived for this node. Fails if the cluster aborts.
     pub fn wait_for_messages(&self) -> Result<(), MsgError> {
-        self.seam().until(WaitFor::Messages, || self.has_messages())
+        Ok(self.seam().until(WaitFor::Messages, || self.has_messages())?)
     }
 
     /// Rings the doorbells of the nodes in `mask` whose threads are parked: the adapter's
@@ -1125,7 +1034,7 @@ impl Net {
             return;
         }
         for n in bits(mask) {
-            wait::wake(&self.fabric, n);
+            wait::wake(self.fabric.control(), n);
         }
     }
 

@@ -57,8 +57,15 @@ pub enum MsgError {
     NoSuchNode(usize),
     #[error("mailbox {slot} does not exist on this node (it has {slots})")]
     NoSuchMailbox { slot: usize, slots: usize },
-    #[error("{}", crate::ABORT_MESSAGE)]
+    #[error("{}", crate::control::ABORT_MESSAGE)]
     Aborted,
+}
+
+/// A wait of the seam that gave up because the cluster aborted.
+impl From<wait::Aborted> for MsgError {
+    fn from(_: wait::Aborted) -> MsgError {
+        MsgError::Aborted
+    }
 }
 
 /// A message taken from a ring. The payload borrows the ring until the handler returns.
@@ -209,7 +216,7 @@ impl Messenger {
         // Modeled time: the record and its tail are written when they arrive (the deferred
         // deliveries of one ring keep their order, so its tail only grows).
         let deferred =
-            crate::sched::transmit(self.node, 1 << to, record, crate::sched::Wake::Server, |_| {
+            fabric.links.transmit(self.node, 1 << to, record, crate::sched::Wake::Server, |_| {
                 let payload = payload.to_vec();
                 // SAFETY: as below; the ring lives in the wire mapping, which outlives
                 // every delivery of the simulation.
@@ -225,7 +232,7 @@ impl Messenger {
         drop(p);
         self.count_sent(fabric, record);
         if !deferred {
-            wait::wake(fabric, to);
+            wait::wake(fabric.control(), to);
         }
         Ok(true)
     }
@@ -289,7 +296,7 @@ impl Messenger {
             word64(head_line).store(head, Ordering::Release);
             // SAFETY: as in send, for the producer's head line.
             let waiting = word32(unsafe { head_line.add(HEAD_WAITING_OFF as usize) });
-            wait::wake_flagged(fabric, src, waiting);
+            wait::wake_flagged(fabric.control(), src, waiting);
         }
         handled
     }
@@ -326,7 +333,7 @@ impl Messenger {
         crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = mb as usize;
         let deferred =
-            crate::sched::transmit(self.node, 1 << to, bytes, crate::sched::Wake::Slot(slot), |_| {
+            fabric.links.transmit(self.node, 1 << to, bytes, crate::sched::Wake::Slot(slot), |_| {
                 let owned = payload.to_vec();
                 Box::new(move || {
                     // SAFETY: as below; the mailbox lies in the wire mapping, which
@@ -339,7 +346,7 @@ impl Messenger {
             // and does not read the payload before it sees the token stored last.
             unsafe { write_reply(mb, token, payload) };
             // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
-            wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
+            wait::wake_flagged(fabric.control(), to, word32(unsafe { mb.add(4) }));
         }
         self.count_sent(fabric, bytes);
         Ok(())
@@ -363,13 +370,13 @@ impl Messenger {
         crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = word as usize;
         let deferred =
-            crate::sched::transmit(self.node, 1 << to, 8, crate::sched::Wake::Slot(slot), |_| {
+            fabric.links.transmit(self.node, 1 << to, 8, crate::sched::Wake::Slot(slot), |_| {
                 Box::new(move || word32(addr as *mut u8).store(token, Ordering::SeqCst))
             });
         if !deferred {
             word32(word).store(token, Ordering::SeqCst);
             // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
-            wait::wake_flagged(fabric, to, word32(unsafe { mb.add(4) }));
+            wait::wake_flagged(fabric.control(), to, word32(unsafe { mb.add(4) }));
         }
         self.count_sent(fabric, 8);
         Ok(())

@@ -35,7 +35,7 @@ pub(crate) mod messages;
 pub(crate) mod network;
 
 use crate::config::SyncStrategy;
-use crate::net::{Inbound, MsgError, Net, NetError};
+use crate::net::{Inbound, Net, NetError};
 use crate::stats::{Clock, NodeCounters};
 use crate::wait::{Seam, WaitFor};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -72,7 +72,7 @@ fn request<H: SyncHost + ?Sized>(host: &H, to: usize, kind: u16, payload: &[u8])
 fn wait_until<H: SyncHost + ?Sized>(host: &H, what: WaitFor, ready: impl FnMut() -> bool) {
     host.seam()
         .until(what, ready)
-        .unwrap_or_else(|e: MsgError| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// The strategy in use, with its state.

@@ -14,7 +14,7 @@ pub struct HomesFile(pub PathBuf);
 
 impl HomesFile {
     pub fn new<P: Display>(name: &str, homes: &[(P, usize)]) -> HomesFile {
-        let node_process = dsm::launch::is_node_process();
+        let node_process = dsm::host::is_node_process();
         let launcher = if node_process {
             std::os::unix::process::parent_id()
         } else {
@@ -31,7 +31,7 @@ impl HomesFile {
 
 impl Drop for HomesFile {
     fn drop(&mut self) {
-        if !dsm::launch::is_node_process() {
+        if !dsm::host::is_node_process() {
             let _ = std::fs::remove_file(&self.0);
         }
     }

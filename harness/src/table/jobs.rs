@@ -7,7 +7,7 @@
 //! memory mappings (`vm.max_map_count`, which per-page protections fill) nor its
 //! scheduler. The children write their cells to `OUT/cells` as any table does, and the
 //! parent then takes them from there, as a resumed table would, and writes the table.
-//! A job dies with the table (SIGKILL on the parent's death, `dsm::sys::die_with_parent`),
+//! A job dies with the table (SIGKILL on the parent's death, `dsm::host::die_with_parent`),
 //! and its node processes with it; the cells it had finished are whole files (each is
 //! written beside and renamed), and a temporary file it leaves is removed by the next
 //! table on the same `--out`.
@@ -47,7 +47,7 @@ pub fn count(asked: Option<usize>, plan: &Plan) -> anyhow::Result<usize> {
 pub fn run_apps(plan: &Plan, jobs: usize) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this program to run the jobs")?;
     let args = child_args(std::env::args_os().skip(1));
-    let cpus = dsm::sys::allowed_cpus();
+    let cpus = dsm::host::allowed_cpus();
     let queue: Mutex<VecDeque<&str>> = Mutex::new(plan.apps.iter().map(|a| a.app.name()).collect());
     eprintln!(
         "table: {} app(s), {jobs} at a time, each in a process of its own on a CPU of its own",
@@ -65,7 +65,7 @@ pub fn run_apps(plan: &Plan, jobs: usize) -> anyhow::Result<()> {
                 let mut cmd = Command::new(exe);
                 cmd.args(args).arg("--apps").arg(app);
                 // A table ended by a signal takes its jobs with it.
-                dsm::sys::die_with_parent(&mut cmd);
+                dsm::host::die_with_parent(&mut cmd);
                 if let Some(cpu) = cpu {
                     cmd.env(super::JOB_CPU_VAR, cpu.to_string());
                 }

@@ -1,0 +1,198 @@
+//! The cluster's control block: the words through which the nodes of one cluster and its
+//! launcher watch each other, apart from the network that carries the protocol's data.
+//!
+//! It lives in shared memory (at the start of the fabric's mapping, so node processes
+//! share it), and holds:
+//!
+//! - the abort flag: non-zero once any node failed; every wait of the runtime gives up;
+//! - the first failure: which node failed first and why ([`Control::fail`]);
+//! - each node's doorbell, on which its parked threads sleep (`crate::wait`);
+//! - each node's status (state, pid, result length) for the launcher;
+//! - each node's heartbeat, bumped while its service polls and watched by the launcher.
+//!
+//! It knows nothing of the network or the launcher: both use it.
+
+use crate::ids::MAX_NODES;
+use crate::sys;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// The message every runtime wait gives when another node of the cluster failed.
+pub const ABORT_MESSAGE: &str =
+    "cluster aborted: another node failed (see the launcher's error for which and why)";
+
+/// Bytes of the first failure's cause kept in the control block; a longer cause is cut at
+/// a character boundary.
+pub const ABORT_CAUSE_BYTES: usize = 2048;
+
+/// The first failure recorded in the control block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AbortOrigin {
+    /// No node has recorded a failure.
+    None,
+    /// `node` claimed the origin and has not yet published its cause (or died doing so).
+    Claimed { node: usize },
+    /// `node` failed first, for `cause`.
+    Recorded { node: usize, cause: String },
+}
+
+#[repr(C, align(64))]
+struct Padded<T>(T);
+
+/// A node's doorbell: parked threads sleep on `word`; a waker that sees `parked` (or a
+/// waiter's own flag) non-zero bumps the word and wakes them. It stands for the adapter's
+/// receive interrupt, which is why a node may look at another node's doorbell. The
+/// protocol between sleepers and wakers is in `crate::wait`.
+#[repr(C)]
+pub(crate) struct Doorbell {
+    pub(crate) word: AtomicU32,
+    pub(crate) parked: AtomicU32,
+}
+
+impl Doorbell {
+    /// Wakes every thread parked on this bell, unconditionally.
+    pub(crate) fn ring(&self) {
+        self.word.fetch_add(1, Ordering::SeqCst);
+        sys::futex_wake(&self.word, i32::MAX as u32);
+    }
+}
+
+/// What the launcher knows about a node.
+#[repr(C)]
+pub(crate) struct NodeStatus {
+    pub state: AtomicU32,
+    pub pid: AtomicU32,
+    pub result_len: AtomicU64,
+}
+
+/// Node states in [`NodeStatus::state`].
+pub(crate) mod node_state {
+    pub const RUNNING: u32 = 1;
+    /// Past the start-up barrier: receive regions attached.
+    pub const READY: u32 = 2;
+    pub const DONE: u32 = 3;
+    pub const FAILED: u32 = 4;
+}
+
+/// The control block of one cluster, as laid out in shared memory. Every field is an
+/// atomic, so any bit pattern (zero at creation) is a valid block: no failure, no node
+/// started, no heartbeat.
+#[repr(C)]
+pub(crate) struct Control {
+    /// The number of nodes whose bells [`Control::abort`] rings.
+    nodes: AtomicU32,
+    /// Non-zero once any node failed: every wait in the runtime gives up.
+    abort: AtomicU32,
+    bell: [Padded<Doorbell>; MAX_NODES],
+    status: [Padded<NodeStatus>; MAX_NODES],
+    /// The first failure of the run (see [`Control::fail`]): 0 while no node has failed,
+    /// else the failed node's number plus one. Set once, by compare-exchange.
+    abort_origin: AtomicU32,
+    /// 0 until the origin's cause is in `abort_cause`, then its length plus one.
+    abort_cause_len: AtomicU32,
+    abort_cause: [AtomicU8; ABORT_CAUSE_BYTES],
+    /// Each node's liveness counter, bumped by every poll of the node's messages (its
+    /// service thread polls at least every 50 ms while it runs) and watched by the launcher.
+    heartbeat: [Padded<AtomicU64>; MAX_NODES],
+}
+
+impl Control {
+    /// A control block of this process alone, for tests of what waits on one.
+    #[cfg(test)]
+    pub(crate) fn new_local(nodes: usize) -> Box<Control> {
+        // SAFETY: every field of Control is an atomic or an array of them, for which the
+        // all-zero bit pattern is a valid value (see the type's doc).
+        let c = unsafe { Box::<Control>::new_zeroed().assume_init() };
+        c.init(nodes);
+        c
+    }
+
+    /// Sets the number of nodes of a new cluster's block (before any node uses it).
+    pub(crate) fn init(&self, nodes: usize) {
+        assert!(nodes <= MAX_NODES);
+        self.nodes.store(nodes as u32, Ordering::Relaxed);
+    }
+
+    pub(crate) fn bell(&self, node: usize) -> &Doorbell {
+        &self.bell[node].0
+    }
+
+    pub(crate) fn status(&self, node: usize) -> &NodeStatus {
+        &self.status[node].0
+    }
+
+    /// Marks the cluster as failed: every runtime wait returns an error from now on.
+    pub(crate) fn abort(&self) {
+        self.abort.store(1, Ordering::SeqCst);
+        for node in 0..self.nodes.load(Ordering::Relaxed) as usize {
+            self.bell(node).ring();
+        }
+    }
+
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Acquire) != 0
+    }
+
+    /// Records that `node` failed for `cause`, if no node has failed before it, and aborts
+    /// the cluster. Returns true if this call recorded the origin. Causes that are
+    /// consequences of an abort ([`ABORT_MESSAGE`]) should not be recorded: call
+    /// [`Control::abort`] for them.
+    ///
+    /// # Memory ordering
+    ///
+    /// The origin word is claimed by compare-exchange, so exactly one failure is the
+    /// origin. Its cause is stored and published (Release on the length word) before the
+    /// abort flag is set (Release), so anyone who observes the abort flag (Acquire) that
+    /// this call set, or anything that happened after it, finds the cause published.
+    pub(crate) fn fail(&self, node: usize, cause: &str) -> bool {
+        let won = self
+            .abort_origin
+            .compare_exchange(0, node as u32 + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            let mut len = cause.len().min(ABORT_CAUSE_BYTES);
+            while !cause.is_char_boundary(len) {
+                len -= 1;
+            }
+            for (slot, &b) in self.abort_cause.iter().zip(&cause.as_bytes()[..len]) {
+                slot.store(b, Ordering::Relaxed);
+            }
+            self.abort_cause_len
+                .store(len as u32 + 1, Ordering::Release);
+        }
+        self.abort();
+        won
+    }
+
+    /// The first failure recorded with [`Control::fail`].
+    pub(crate) fn abort_origin(&self) -> AbortOrigin {
+        let node = match self.abort_origin.load(Ordering::Acquire) {
+            0 => return AbortOrigin::None,
+            n => n as usize - 1,
+        };
+        match self.abort_cause_len.load(Ordering::Acquire) {
+            0 => AbortOrigin::Claimed { node },
+            n => {
+                let bytes: Vec<u8> = self.abort_cause[..n as usize - 1]
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect();
+                AbortOrigin::Recorded {
+                    node,
+                    cause: String::from_utf8_lossy(&bytes).into_owned(),
+                }
+            }
+        }
+    }
+
+    /// `node`'s heartbeat count: the launcher declares a node that runs but whose count
+    /// stands still for the stall limit stopped.
+    pub(crate) fn heartbeat(&self, node: usize) -> u64 {
+        self.heartbeat[node].0.load(Ordering::Relaxed)
+    }
+
+    /// Bumps `node`'s heartbeat (its service's polls do; a node process's start-up beat
+    /// does until its service thread takes over, see `crate::launch`).
+    pub(crate) fn beat(&self, node: usize) {
+        self.heartbeat[node].0.fetch_add(1, Ordering::Relaxed);
+    }
+}
