@@ -1081,3 +1081,40 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> TableArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            table: TableArgs,
+        }
+        let mut argv = vec!["table", "--out", "/tmp/cashmere-unused-table-out"];
+        argv.extend_from_slice(extra);
+        <Cli as clap::Parser>::try_parse_from(argv).unwrap().table
+    }
+
+    /// Issue 17, section 5: ratios to the paper only for its configuration: its inputs on
+    /// 8 x 4 under the modeled clock on the built-in platform, its network and pages.
+    #[test]
+    fn only_the_papers_configuration_is_compared_with_it() {
+        let paper = plan(&args(&["--apps", "sor", "--variants", "CSM-DMS"])).unwrap();
+        assert!(paper.comparable_to_paper());
+        for other in [
+            &["--size", "small"][..],
+            &["--nodes", "4"],
+            &["--procs", "2"],
+            &["--clock", "wall"],
+            &["--network", "mc1"],
+            &["--page-kb", "4"],
+        ] {
+            let mut a = vec!["--apps", "sor", "--variants", "CSM-DMS"];
+            a.extend_from_slice(other);
+            let p = plan(&args(&a)).unwrap();
+            assert!(!p.comparable_to_paper(), "{other:?}");
+        }
+    }
+}

@@ -90,14 +90,15 @@ fn a_tiny_table_writes_every_output_and_keeps_finished_cells() {
     let out = dir.path().join("t");
     let stdout = succeeds(&TINY, &out);
     assert!(stdout.contains("4 cell(s) run, 0 cell(s) kept"), "{stdout}");
-    // Table 4's layout: ours beside the paper's, with the ratio.
+    // Table 4's layout with our figures alone: a test-size table on a small cluster is
+    // not the paper's configuration, so nothing is set beside the paper's figures.
     assert!(
         stdout.contains("SOR") && stdout.contains("Page Transfers (K)"),
         "{stdout}"
     );
     assert!(
-        stdout.contains(" / 31.2 ("),
-        "SOR's CSM-DMS speedup in the paper\n{stdout}"
+        !stdout.contains(" / 31.2") && stdout.contains("not the paper's configuration"),
+        "SOR's CSM-DMS speedup beside the paper's in a table that is not its configuration\n{stdout}"
     );
     assert!(
         stdout.contains("figure1.svg") && stdout.contains("table.md"),
