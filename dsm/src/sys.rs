@@ -90,6 +90,12 @@ impl Mapping {
     pub fn addr(&self) -> usize {
         self.ptr.as_ptr() as usize
     }
+
+    /// The mapping's length in bytes (the userfaultfd backend registers the whole view).
+    #[cfg(feature = "userfaultfd")]
+    pub fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for Mapping {
