@@ -102,25 +102,24 @@ pub use parallel::{parallel_layout, run_parallel};
 
 use app_common::{App, AppError, AppResult, Check, Mismatch, ParamSpec, Params};
 
-/// LU's counted work at its paper input, 2500 x 2500 (crate doc, "Counted work").
-pub const LU_WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
-    name: "flop",
-    what: "one inner-loop step of the kernels: a daxpy element (multiply-add) or a \
-           division by a pivot",
-    host_ns: 0.0,
-    // (n^3 - n) / 3 at n = 2500 (kernels::factor_units).
-    paper_units: 5_208_332_500,
-}];
+/// One flop of the kernels, `paper_units` of them at the paper's input.
+const fn flops(paper_units: u64) -> app_common::WorkKind {
+    app_common::WorkKind {
+        name: "flop",
+        what: "one inner-loop step of the kernels: a daxpy element (multiply-add) or a \
+               division by a pivot",
+        host_ns: 0.0,
+        paper_units,
+    }
+}
 
-/// CLU's counted work at its paper input, 2048 x 2048 (crate doc, "Counted work").
-pub const CLU_WORK: &[app_common::WorkKind] = &[app_common::WorkKind {
-    name: "flop",
-    what: "one inner-loop step of the kernels: a daxpy element (multiply-add) or a \
-           division by a pivot",
-    host_ns: 0.0,
-    // (n^3 - n) / 3 at n = 2048 (kernels::factor_units).
-    paper_units: 2_863_310_848,
-}];
+/// LU's counted work at its paper input, 2500 x 2500 (crate doc, "Counted work"): (n^3 -
+/// n) / 3 flops at n = 2500 (kernels::factor_units).
+pub const LU_WORK: &[app_common::WorkKind] = &[flops(5_208_332_500)];
+
+/// CLU's counted work at its paper input, 2048 x 2048 (crate doc, "Counted work"): (n^3 -
+/// n) / 3 flops at n = 2048.
+pub const CLU_WORK: &[app_common::WorkKind] = &[flops(2_863_310_848)];
 
 /// SPLASH-2's pass mark for `CheckResult`: every component of the solution within this
 /// of 1.
