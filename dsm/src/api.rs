@@ -716,14 +716,14 @@ impl Cluster {
             let o: NodeOutcome<R> =
                 serde_json::from_slice(&bytes).map_err(|e| DsmError::Result(e.to_string()))?;
             report.counters.add(&o.counters);
-            report.region_counters = match (report.region_counters, o.region_counters, node) {
-                (_, None, _) => None,
-                (None, Some(c), 0) => Some(c),
-                (Some(mut t), Some(c), _) => {
+            // Summed only while every node so far marked a region.
+            report.region_counters = match (report.region_counters, o.region_counters) {
+                (Some(mut t), Some(c)) => {
                     t.add(&c);
                     Some(t)
                 }
-                (None, Some(_), _) => None,
+                (None, Some(c)) if node == 0 => Some(c),
+                _ => None,
             };
             report.node_counters.push(o.counters);
             report.run_ns = report.run_ns.max(o.elapsed_ns);

@@ -210,11 +210,7 @@ impl ClusterArgs {
         if matches!(source, Source::Default) {
             return Ok(if given_scale { ComputeChoice::Measured } else { ComputeChoice::Counted });
         }
-        let choice = parse_setting((value, source), |v| match v.trim() {
-            "counted" => Ok(ComputeChoice::Counted),
-            "measured" => Ok(ComputeChoice::Measured),
-            _ => Err("expected counted or measured".to_string()),
-        })?;
+        let choice = parse_setting((value, source), |v| v.parse::<ComputeChoice>())?;
         if choice == ComputeChoice::Counted && given_scale {
             bail!(
                 "a CPU scale factor (--cpu-scale or DSM_CPU_SCALE) applies to measured \

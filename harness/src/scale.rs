@@ -146,6 +146,27 @@ pub enum ComputeChoice {
     Measured,
 }
 
+impl ComputeChoice {
+    /// `counted` or `measured`, as `--compute` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ComputeChoice::Counted => "counted",
+            ComputeChoice::Measured => "measured",
+        }
+    }
+}
+
+impl std::str::FromStr for ComputeChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "counted" => Ok(ComputeChoice::Counted),
+            "measured" => Ok(ComputeChoice::Measured),
+            _ => Err("expected counted or measured".to_string()),
+        }
+    }
+}
+
 /// The charge of `app`'s computation on `platform`: counted work at the platform's costs
 /// if `choice` is counted and the app counts its work, else measured CPU time (with the
 /// `given` factor, or the cached or measured one).

@@ -392,11 +392,7 @@ fn plan(a: &TableArgs) -> anyhow::Result<Plan> {
         v.parse::<ClockMode>()
     })?;
     let compute = parse_setting(setting(&a.compute, "--compute", "DSM_COMPUTE", "counted"), |v| {
-        match v.trim() {
-            "counted" => Ok(crate::scale::ComputeChoice::Counted),
-            "measured" => Ok(crate::scale::ComputeChoice::Measured),
-            _ => Err("expected counted or measured".to_string()),
-        }
+        v.parse::<crate::scale::ComputeChoice>()
     })?;
     if clock == ClockMode::Wall && a.compute.is_some() {
         bail!("--compute applies to the modeled clock only, and this table uses the wall clock; add --clock modeled, or leave --compute out");
@@ -651,10 +647,9 @@ impl Plan {
             build: crate::scale::build_identity().to_string(),
             runs: self.runs,
             clock: self.clock.to_string(),
-            compute: match (self.clock, self.compute) {
-                (ClockMode::Wall, _) => String::new(),
-                (_, crate::scale::ComputeChoice::Counted) => "counted".into(),
-                (_, crate::scale::ComputeChoice::Measured) => "measured".into(),
+            compute: match self.clock {
+                ClockMode::Wall => String::new(),
+                ClockMode::Modeled => self.compute.name().into(),
             },
             page_bytes: config.page_bytes,
             homes,

@@ -159,12 +159,11 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
             p.stop_timing();
             return failure.map(Err);
         }
-        // Phase 2: costzones and forces for my bodies.
-        // SAFETY: in this phase the tree is only read, and of the bodies' records the
-        // position, the mass and the cost half `r`; every processor writes the
-        // acceleration, potential, velocity, kinetic energy and cost half `w` of its own
-        // bodies only (the costzones are disjoint), and nobody reads those words of other
-        // bodies.
+        // Phase 2: costzones and forces for my bodies. In this phase the tree is only
+        // read, and of the bodies' records the position, the mass and the cost half `r`;
+        // every processor writes the acceleration, potential, velocity, kinetic energy and
+        // cost half `w` of its own bodies only (the costzones are disjoint).
+        // SAFETY: no word is written by one processor and read or written by another here.
         unsafe {
             let t = a.tree();
             let bodies = a.bodies.as_mut_slice();

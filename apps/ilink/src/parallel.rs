@@ -191,15 +191,12 @@ fn peel_evaluation(
     for (fams, roots) in peds.ped_families.iter().zip(&peds.ped_roots) {
         let mut ln_like = 0.0;
         for fam in &peds.families[fams.clone()] {
-            // SAFETY: nobody writes genarrays between the barrier before this family and
-            // the first barrier after its kernels.
-            let job = peel::prepare(
-                model,
-                peds,
-                fam,
-                unsafe { ctx.genarrays.as_slice() },
-                scratch,
-            );
+            let job = {
+                // SAFETY: nobody writes genarrays between the barrier before this family
+                // and the first barrier after its kernels.
+                let genarrays = unsafe { ctx.genarrays.as_slice() };
+                peel::prepare(model, peds, fam, genarrays, scratch)
+            };
             let t = job.target(peds) as usize;
             let alone = job.work() < peel::MASTER_ALONE_WORK;
             if alone {

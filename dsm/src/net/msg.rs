@@ -223,10 +223,10 @@ impl Messenger {
                 Box::new(move || unsafe { place.land(kind, slot, token, &payload) })
             });
         if !deferred {
-            // SAFETY: the record fits between `at` and the end of the ring (the wrap marker
-            // fills the rest), the space is free (flow control above), and base points at
-            // the ring in the receiver's memory inside the wire mapping. The producer lock
-            // is held, so tails are stored in order.
+            // The record fits between `at` and the end of the ring (the wrap marker fills
+            // the rest), and the producer lock is held, so tails are stored in order.
+            // SAFETY: the space is free (flow control above) and base points at the ring
+            // in the receiver's memory inside the wire mapping.
             unsafe { place.land(kind, slot, token, payload) };
         }
         drop(p);

@@ -518,10 +518,7 @@ fn json(plan: &Plan, cells: &[Cell], summary: &Summary) -> serde_json::Value {
             "procs": config.procs_per_node,
             "network": config.profile.name,
             "clock": plan.clock.to_string(),
-            "compute": match plan.compute {
-                crate::scale::ComputeChoice::Counted => "counted",
-                crate::scale::ComputeChoice::Measured => "measured",
-            },
+            "compute": plan.compute.name(),
             "comparable_to_paper": plan.comparable_to_paper(),
             "page_bytes": config.page_bytes,
             "homes": plan.homes.to_string(),
