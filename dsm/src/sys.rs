@@ -702,7 +702,14 @@ pub fn take_fault_delivered() -> bool {
 /// be measured.
 pub fn fault_delivery_ns() -> u64 {
     static MEASURED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MEASURED.get_or_init(|| measure_fault_delivery().unwrap_or(0))
+    // A fault costs something: a measurement of 0 (or a failed one) was swamped by noise
+    // from the rest of the process (a clean-clone CI run once got 0), so measure again.
+    *MEASURED.get_or_init(|| {
+        (0..5)
+            .map(|_| measure_fault_delivery().unwrap_or(0))
+            .find(|&ns| ns > 0)
+            .unwrap_or(0)
+    })
 }
 
 fn measure_fault_delivery() -> io::Result<u64> {
