@@ -228,6 +228,28 @@ impl Barrier {
     pub fn wait(&self, p: &Proc) {
         p.node.sync.barrier(&*p.node, self.id);
     }
+
+    /// The barrier that ends the program's initialization: waits like [`Barrier::wait`],
+    /// and then every page's home is chosen again, as the first node to touch the page
+    /// from now on (first touch after initialization, the paper's section 2.3.1). A
+    /// program whose initialization writes shared data from one processor (SPLASH-2's
+    /// master, which fills the data before it creates the other processes) calls it on
+    /// every processor where its initialization ends, once per run; otherwise every page
+    /// that processor wrote would stay homed on its node. Each node then drops the copies
+    /// it holds and unmaps its pages (the first access after it faults), so call it
+    /// before the timed region starts ([`Proc::start_timing`]). With a homes file
+    /// ([`crate::Config::homes_file`]) the homes stay as the file says.
+    ///
+    /// # Panics
+    ///
+    /// If a node ends its initialization twice in a run.
+    pub fn end_initialization(&self, p: &Proc) {
+        self.wait(p);
+        if p.local_id() == 0 {
+            p.node.end_initialization();
+        }
+        self.wait(p);
+    }
 }
 
 impl Flag {

@@ -25,6 +25,9 @@
 //!   is writable exactly when a twin exists and the page is dirty; never "writing".
 //! * A page this node is migrating to itself (the hint's `PENDING` bit) is locked by the
 //!   processor that asked for it.
+//! * First touch after initialization: only the home may give a page away to its first
+//!   toucher (`rehome_grant`), and only while its own processors have not mapped it
+//!   since initialization ended.
 
 use crate::ids::NodeId;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
@@ -76,6 +79,14 @@ pub(crate) struct PageState {
     /// At the home: a node has been sent to recall the page from `excl_at`; other
     /// requests for the page wait for its flush.
     pub recalling: bool,
+    /// First touch after initialization (section 2.3.1, `engine/home.rs`), at the home:
+    /// no node has touched the page since the program's initialization ended, so the
+    /// first node to ask (`Fetch { rehome }`) becomes its home, unless this node's own
+    /// processors touch it first and keep it.
+    pub rehome_grant: bool,
+    /// Elsewhere: this node has not touched the page since initialization ended; its
+    /// first fault asks the home to move here.
+    pub rehome_ask: bool,
 }
 
 /// Every field but the twin's bytes, of which assertion messages need only the size.
@@ -92,6 +103,8 @@ impl std::fmt::Debug for PageState {
             .field("sharers", &format_args!("{:#x}", self.sharers))
             .field("excl_at", &self.excl_at)
             .field("recalling", &self.recalling)
+            .field("rehome_grant", &self.rehome_grant)
+            .field("rehome_ask", &self.rehome_ask)
             .finish()
     }
 }
@@ -109,6 +122,8 @@ impl PageState {
             sharers: 0,
             excl_at: None,
             recalling: false,
+            rehome_grant: false,
+            rehome_ask: false,
         }
     }
 
@@ -153,7 +168,17 @@ impl PageState {
                     "page exclusive at another node but mapped or written at its home: {self:?}"
                 );
             }
+            if self.rehome_grant {
+                assert!(
+                    self.access == Access::Invalid && !self.exclusive && !self.dirty,
+                    "a page no node has touched since initialization is mapped at its home: {self:?}"
+                );
+            }
         } else {
+            assert!(
+                !self.rehome_grant,
+                "a node that is not the page's home may give it away: {self:?}"
+            );
             assert!(
                 self.excl_at.is_none() && !self.recalling,
                 "exclusive holder recorded away from the home: {self:?}"

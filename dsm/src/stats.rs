@@ -38,6 +38,9 @@ pub struct Counters {
     pub migrations: u64,
     /// Requests this node made for a home to move to it, granted or refused.
     pub migration_attempts: u64,
+    /// Homes that moved to this node because it was the first to touch the page after
+    /// the program's initialization ended (section 2.3.1; not a migration of 2.3.5).
+    pub rehomes: u64,
     /// Requests answered by a node that was no longer (or not yet) the page's home.
     pub redirects: u64,
     /// Messages kept for later because their page was busy at the receiver.
@@ -122,6 +125,7 @@ node_counters!(
     write_notices,
     migrations,
     migration_attempts,
+    rehomes,
     redirects,
     deferred_messages,
     stale_drops,

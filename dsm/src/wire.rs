@@ -11,7 +11,7 @@
 //! | kind | message       | payload                                                     |
 //! |------|---------------|-------------------------------------------------------------|
 //! | 10   | `HomeQuery`   | page u32                                                    |
-//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8                          |
+//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8               |
 //! | 12   | `Diff`        | page u32, n u32, n word runs (`crate::diff`): offset u32,   |
 //! |      |               | words u32 (bit 31: masked), [words mask bytes], words × 8   |
 //! | 13   | `Drop`        | page u32                                                    |
@@ -161,10 +161,14 @@ pub(crate) enum Msg<'a> {
     /// sharing set (section 2.3.3). With `migrate`, also ask the home to move to the
     /// sender (section 2.3.5). With `exclusive`, also ask to hold the page in exclusive
     /// mode if no other node shares it (section 2.2, a write fault on an invalid page).
+    /// With `rehome`, this is the sender's first touch of the page since the program's
+    /// initialization ended: the home moves to the sender if no node has touched the page
+    /// since then (first touch after initialization, section 2.3.1; `engine/home.rs`).
     Fetch {
         page: PageId,
         migrate: bool,
         exclusive: bool,
+        rehome: bool,
     },
     /// A diff for the master copy, sent at a release (section 2.2) when data does not live
     /// in network space (section 2.3.2): runs of changed words (see [`DiffRuns`]).
@@ -454,10 +458,12 @@ impl<'a> Msg<'a> {
                 page,
                 migrate,
                 exclusive,
+                rehome,
             } => {
                 put_u32(out, page.0);
                 out.push(u8::from(migrate));
                 out.push(u8::from(exclusive));
+                out.push(u8::from(rehome));
             }
             Msg::Flush {
                 page,
@@ -502,6 +508,7 @@ impl<'a> Msg<'a> {
                 page: r.page()?,
                 migrate: r.flag("migrate")?,
                 exclusive: r.flag("exclusive")?,
+                rehome: r.flag("rehome")?,
             },
             kind::RECALL => Msg::Recall { page: r.page()? },
             kind::FLUSH => {
@@ -880,7 +887,7 @@ mod tests {
     #[derive(Clone, Debug)]
     enum OwnedMsg {
         HomeQuery(u32),
-        Fetch(u32, bool, bool),
+        Fetch(u32, bool, bool, bool),
         Diff(u32, Vec<OwnedRun>),
         Recall(u32),
         Flush(u32, u16, bool, Vec<u8>),
@@ -899,10 +906,11 @@ mod tests {
         fn view<'a>(&'a self, buf: &'a mut Vec<u8>) -> Msg<'a> {
             match self {
                 OwnedMsg::HomeQuery(p) => Msg::HomeQuery { page: PageId(*p) },
-                OwnedMsg::Fetch(p, migrate, exclusive) => Msg::Fetch {
+                OwnedMsg::Fetch(p, migrate, exclusive, rehome) => Msg::Fetch {
                     page: PageId(*p),
                     migrate: *migrate,
                     exclusive: *exclusive,
+                    rehome: *rehome,
                 },
                 OwnedMsg::Recall(p) => Msg::Recall { page: PageId(*p) },
                 OwnedMsg::Flush(p, holder, fetch, data) => Msg::Flush {
@@ -950,8 +958,8 @@ mod tests {
         );
         prop_oneof![
             any::<u32>().prop_map(OwnedMsg::HomeQuery),
-            (any::<u32>(), any::<bool>(), any::<bool>())
-                .prop_map(|(p, m, x)| OwnedMsg::Fetch(p, m, x)),
+            (any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>())
+                .prop_map(|(p, m, x, r)| OwnedMsg::Fetch(p, m, x, r)),
             any::<u32>().prop_map(OwnedMsg::Recall),
             (
                 any::<u32>(),
@@ -1104,9 +1112,10 @@ mod tests {
                     page: PageId(0x0102_0304),
                     migrate: true,
                     exclusive: false,
+                    rehome: true,
                 },
                 11,
-                &[4, 3, 2, 1, 1, 0],
+                &[4, 3, 2, 1, 1, 0, 1],
             ),
             (Msg::Recall { page: PageId(7) }, 15, &[7, 0, 0, 0]),
             (

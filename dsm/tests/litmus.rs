@@ -340,6 +340,96 @@ fn homes_captured_from_one_variant_replay_in_another() {
     assert_eq!(replay.homes, first.homes);
 }
 
+/// The value processor 0 writes into word `i` during initialization.
+fn init_value(i: usize) -> u64 {
+    0x1000_0000 + i as u64 * 3
+}
+
+/// First touch after initialization (section 2.3.1): processor 0 writes twelve pages
+/// (homing them on node 0) and ends initialization; then node n's second processor first
+/// touches page n (a read), page n + 4 (a write) and page n + 12 (never written before:
+/// plain first touch), and node 0 touches pages 8-11 first. Every page must end homed at
+/// its first toucher after initialization, with the data of the initialization and of the
+/// writes intact, under every variant, backend and mode: six homes move (pages 1-3 and
+/// 5-7; node 0 keeps pages 0 and 4, which it touched first, and pages 8-11).
+#[test]
+fn the_first_node_to_touch_a_page_after_initialization_becomes_its_home() {
+    const NODES: usize = 4;
+    for case in cases_of(&protocol_variants::ALL) {
+        for mode in modes(&case) {
+            let what = format!("{} ({mode})", case.name);
+            let r = Cluster::new(config(&case, NODES, 2, mode))
+                .run(|s| {
+                    let a = s.alloc::<u64>(16 * PAGE_WORDS);
+                    let bar = s.barrier();
+                    move |p: &dsm::Proc| -> Result<(), String> {
+                        if p.id() == 0 {
+                            for i in 0..12 * PAGE_WORDS {
+                                a.set(i, init_value(i));
+                            }
+                        }
+                        bar.end_initialization(p);
+                        let n = p.node();
+                        if p.local_id() == 1 {
+                            let mut pages = vec![n, n + 4, n + 12];
+                            if n == 0 {
+                                pages.extend(8..12);
+                            }
+                            for pg in pages {
+                                let i = pg * PAGE_WORDS + 5;
+                                if pg == n || (8..12).contains(&pg) {
+                                    if a.get(i) != init_value(i) {
+                                        return Err(format!("page {pg} lost its initial value"));
+                                    }
+                                } else {
+                                    for k in 0..PAGE_WORDS {
+                                        let i = pg * PAGE_WORDS + k;
+                                        a.set(i, init_value(i) + 1);
+                                    }
+                                }
+                            }
+                        }
+                        bar.wait(p);
+                        for i in 0..16 * PAGE_WORDS {
+                            let pg = i / PAGE_WORDS;
+                            let want = match pg {
+                                4..=7 | 12..=15 => init_value(i) + 1,
+                                _ => init_value(i),
+                            };
+                            if a.get(i) != want {
+                                return Err(format!("word {i} (page {pg}) = {:#x}, expected {want:#x}", a.get(i)));
+                            }
+                        }
+                        bar.wait(p);
+                        Ok(())
+                    }
+                });
+            let Some(r) = dsm::skip_other_run(r).unwrap_or_else(|e| panic!("{what}: {e}")) else {
+                continue;
+            };
+            for (id, res) in r.results.iter().enumerate() {
+                assert_eq!(res, &Ok(()), "{what}: processor {id}");
+            }
+            let mut homes: Vec<(u32, usize)> = r.homes.iter().map(|&(p, h)| (p, h as usize)).collect();
+            homes.sort_unstable();
+            let expect: Vec<(u32, usize)> = (0..16u32)
+                .map(|pg| {
+                    let h = match pg as usize {
+                        pg @ 0..=3 => pg,
+                        pg @ 4..=7 => pg - 4,
+                        8..=11 => 0,
+                        pg => pg - 12,
+                    };
+                    (pg, h)
+                })
+                .collect();
+            assert_eq!(homes, expect, "{what}: homes (page, node)");
+            assert_eq!(r.counters.rehomes, 6, "{what}: homes moved to their first toucher");
+            assert_eq!(r.counters.migrations, 0, "{what}: no migration (2.3.5) is needed");
+        }
+    }
+}
+
 // -----------------------------------------------------------------------------------
 // Home migration (2.3.5) and adaptive broadcast (2.3.6).
 // -----------------------------------------------------------------------------------

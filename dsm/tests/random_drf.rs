@@ -149,11 +149,15 @@ fn run_program(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, Stri
     c.heap_bytes = 1 << 20;
     c.page_bytes = 4096;
     let nprocs = nodes * procs;
-    let homes = HomesFile::new(&case.file_name(), &far_homes(seed, nodes, nprocs));
-    c.homes_file = Some(homes.0.clone());
-    // Kept until the sweep ends: the node processes of a later case re-run this one (and
-    // skip it), reading its homes file again.
-    files.push(homes);
+    // With an initialization, homes go to the first touchers after it (no homes file).
+    let init = case.class == Class::Initialized;
+    if !init {
+        let homes = HomesFile::new(&case.file_name(), &far_homes(seed, nodes, nprocs));
+        c.homes_file = Some(homes.0.clone());
+        // Kept until the sweep ends: the node processes of a later case re-run this one
+        // (and skip it), reading its homes file again.
+        files.push(homes);
+    }
     let r = Cluster::new(c).run(|s| {
         let words = s.alloc_named::<u64>(WORDS, "words");
         let counters = s.alloc_named::<u64>(COUNTERS, "counters");
@@ -167,6 +171,10 @@ fn run_program(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, Stri
         or_panic(move |p: &dsm::Proc| -> Result<(), String> {
             let me = p.id();
             let mut expect_counters = vec![0u64; COUNTERS];
+            if init {
+                initialize(p, seed, [words, counters, solo, wide, far], bar)?;
+                expect_counters = (0..COUNTERS).map(|c| init_value(1, c)).collect();
+            }
             for round in 0..ROUNDS {
                 let own = owners(seed, round, nprocs);
                 // Owned writes, in a seeded order.
@@ -282,6 +290,61 @@ fn run_program(case: &Case, files: &mut Vec<HomesFile>) -> Result<Counters, Stri
     finish(r)
 }
 
+/// The value the initializer writes into word `i` of array `a` (class `Initialized`).
+fn init_value(a: usize, i: usize) -> u64 {
+    (a as u64) << 32 | (i as u64 * 7 + 1)
+}
+
+/// The initialization of class `Initialized`: one processor (the seed picks it) writes
+/// every array of the main program, but for a seeded part of the far pages, which get no
+/// home until the rounds touch them; then `Barrier::end_initialization`; then every
+/// processor checks a sample of every array, so that the homes the rounds start from are
+/// those of the first touchers after initialization, mixed with plain first touches.
+fn initialize(
+    p: &dsm::Proc,
+    seed: u64,
+    arrays: [dsm::Shared<u64>; 5],
+    bar: dsm::Barrier,
+) -> Result<(), String> {
+    let untouched = |a: usize, i: usize| a == 4 && (seed >> (i / PAGE_WORDS)) & 1 == 1;
+    if p.id() == seed as usize % p.nprocs() {
+        for (a, arr) in arrays.iter().enumerate() {
+            for i in (0..arr.len()).filter(|&i| !untouched(a, i)) {
+                arr.set(i, init_value(a, i));
+            }
+        }
+    }
+    bar.end_initialization(p);
+    // The initializer's node samples last, so that other nodes touch pages first; each
+    // processor starts its sample at its own array and page, so that first touches after
+    // initialization come from every node.
+    let initializer_node = seed as usize % p.nprocs() / p.procs_per_node();
+    if p.node() == initializer_node {
+        bar.wait(p);
+    }
+    for j in 0..arrays.len() {
+        let a = (j + p.id()) % arrays.len();
+        let arr = arrays[a];
+        let start = p.id() * PAGE_WORDS % arr.len();
+        for i in (0..arr.len()).step_by(97).map(|k| (k + start) % arr.len()) {
+            let want = if untouched(a, i) { 0 } else { init_value(a, i) };
+            let got = arr.get(i);
+            if got != want {
+                return Err(format!(
+                    "proc {} after initialization: array {a}, word {i} = {got:#x}, expected {want:#x}",
+                    p.id()
+                ));
+            }
+        }
+    }
+    if p.node() != initializer_node {
+        bar.wait(p);
+    }
+    // The rounds write what the samples read.
+    bar.wait(p);
+    Ok(())
+}
+
 /// A processor's body that panics on a failed check. A processor that returned early
 /// would leave the others waiting at the next barrier for ever; a panic fails its node,
 /// which aborts the cluster, and the run's error names the node and the check.
@@ -371,6 +434,10 @@ enum Class {
     SplitDiffs,
     /// Lock chains over records spanning several pages.
     LockChains,
+    /// The main program after an initialization by one processor that ends with
+    /// `Barrier::end_initialization`, without a homes file: homes move to the first
+    /// toucher after initialization (section 2.3.1).
+    Initialized,
 }
 
 impl Class {
@@ -382,6 +449,7 @@ impl Class {
             Class::SubWord => "sub-word",
             Class::SplitDiffs => "split-diffs",
             Class::LockChains => "lock-chains",
+            Class::Initialized => "initialized",
         }
     }
 }
@@ -459,7 +527,9 @@ impl Case {
 
     fn run(&self, files: &mut Vec<HomesFile>) -> Result<Counters, String> {
         match self.class {
-            Class::Main | Class::NoticeOverflow | Class::SlotReuse => run_program(self, files),
+            Class::Main | Class::NoticeOverflow | Class::SlotReuse | Class::Initialized => {
+                run_program(self, files)
+            }
             Class::SubWord => run_sub_word(self),
             Class::SplitDiffs => run_split_diffs(self),
             Class::LockChains => run_lock_chains(self, files),
@@ -610,13 +680,14 @@ fn sweep_class(class: Class, mode: ExecMode, default: &[u64], long: Range<u64>) 
     for (proto, k) in &sums {
         eprintln!(
             "{} {mode} {}: diffs {} in {} messages ({} redirected midway), migrations {}, \
-             broadcast {} (evicting {}), notice overflows {}, invalidations {}",
+             rehomes {}, broadcast {} (evicting {}), notice overflows {}, invalidations {}",
             class.name(),
             proto.name,
             k.diffs,
             k.diff_messages,
             k.split_diff_redirects,
             k.migrations,
+            k.rehomes,
             k.pages_broadcast,
             k.broadcast_evictions,
             k.notice_overflows,
@@ -1231,4 +1302,54 @@ fn broadcast_slot_reuse_with_threads() {
 fn broadcast_slot_reuse_with_processes() {
     let sums = sweep_class(Class::SlotReuse, ExecMode::Processes, &[7004, 7005], 7100..7128);
     slot_reuse_evidence(&sums);
+}
+
+// ---- First touch after initialization ---------------------------------------------
+
+/// The evidence a sweep of class `Initialized` must show: under every variant, homes moved
+/// to their first toucher after initialization.
+fn rehome_evidence(sums: &[(Protocol, Counters)]) {
+    if replaying() {
+        return;
+    }
+    for (proto, k) in sums {
+        assert!(
+            k.rehomes > 0,
+            "{}: no home moved to its first toucher after initialization",
+            proto.name
+        );
+    }
+}
+
+#[test]
+fn first_touch_after_initialization_with_threads() {
+    // 8000 is 8 x 1, 8001 2 x 2 (see `class_shape`).
+    let sums = sweep_class(Class::Initialized, ExecMode::Threads, &[8000, 8001], 8000..8056);
+    rehome_evidence(&sums);
+}
+
+#[test]
+fn first_touch_after_initialization_with_processes() {
+    // 8008 is 2 x 1, 8009 3 x 2.
+    let sums = sweep_class(Class::Initialized, ExecMode::Processes, &[8008, 8009], 8100..8128);
+    rehome_evidence(&sums);
+}
+
+#[test]
+fn first_touch_after_initialization_under_the_modeled_clock() {
+    let protos: Vec<Protocol> = ALL
+        .iter()
+        .copied()
+        .filter(|p| ClockMode::Modeled.refuses(p).is_none())
+        .collect();
+    // 8010 is 4 x 3, 8011 5 x 4.
+    let sums = sweep_cases(
+        Class::Initialized,
+        &protos,
+        ExecMode::Threads,
+        &seeds(&[8010, 8011], 8200..8240),
+        class_shape,
+        ClockMode::Modeled,
+    );
+    rehome_evidence(&sums);
 }

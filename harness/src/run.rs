@@ -644,9 +644,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.diff_runs, c.write_notices, c.messages, c.broadcasts
     );
     outln!(
-        "  migrations {} ({} attempts), redirects {}, pages broadcast {} / broadcast hits {}, notice overflows {}, deferred messages {}, stale drops {}",
+        "  migrations {} ({} attempts), homes moved to their first toucher after initialization {}, redirects {}, pages broadcast {} / broadcast hits {}, notice overflows {}, deferred messages {}, stale drops {}",
         c.migrations,
         c.migration_attempts,
+        c.rehomes,
         c.redirects,
         c.pages_broadcast,
         c.broadcast_hits,

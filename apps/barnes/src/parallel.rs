@@ -130,7 +130,8 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
             body::set_costs(t, cost_halves(0).0, 1);
         }
     }
-    bar.wait(p);
+    // Homes go to the first touchers from here (section 2.3.1).
+    bar.end_initialization(p);
     // Timed: the steps, not generating the bodies.
     p.start_timing();
     let mut mine: Vec<u32> = Vec::new();

@@ -81,7 +81,17 @@ pub fn run_parallel(
             bar: s.barrier(),
         };
         move |p: &Proc| -> Option<Result<AppResult, String>> {
-            // Timed: the estimate, from the start (the problem is built before the run).
+            if p.id() == 0 {
+                // SAFETY: the master alone writes base and genarrays before the barrier
+                // that ends initialization; nobody else touches them before it.
+                let (base, arrays) =
+                    unsafe { (ctx.base.as_mut_slice(), ctx.genarrays.as_mut_slice()) };
+                base.copy_from_slice(&problem.base);
+                arrays.copy_from_slice(base);
+            }
+            // Homes go to the first touchers from here (section 2.3.1).
+            ctx.bar.end_initialization(p);
+            // Timed: the estimate (the problem is built before the run).
             p.start_timing();
             let mut scratch = Scratch::default();
             let mut private = Vec::new();
@@ -99,11 +109,6 @@ pub fn run_parallel(
                     peel_evaluation(p, problem, &ctx, &mut scratch, &mut private);
                 }
             }
-            // SAFETY: the master alone writes base and genarrays before the first
-            // evaluation's barrier; nobody else touches them before it.
-            let (base, arrays) = unsafe { (ctx.base.as_mut_slice(), ctx.genarrays.as_mut_slice()) };
-            base.copy_from_slice(&problem.base);
-            arrays.copy_from_slice(base);
             let outcome = estimate_with(problem, |thetas| {
                 start_evaluation(p, problem, &ctx, thetas);
                 peel_evaluation(p, problem, &ctx, &mut scratch, &mut private)

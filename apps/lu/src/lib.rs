@@ -55,20 +55,15 @@
 //! SPLASH-2's master initializes the matrix (`InitA`), then every processor reads its own
 //! blocks (`TouchA`) before the timed part; with the paper's homes ("the first node to
 //! touch the page after initialization", section 2.3.1) that makes each page's home the
-//! node of the processor that owns it. Here each processor initializes its own blocks
-//! instead, which gives the same homes under the DSM's plain first touch and needs no
-//! separate touch phase. The timed region starts after it, as SPLASH-2's does.
+//! node of the processor that owns it. So does this version: processor 0 writes the whole
+//! matrix, every processor ends initialization (`dsm::Barrier::end_initialization`),
+//! reads its own blocks, and passes a barrier; the timed region starts after it, as
+//! SPLASH-2's does.
 //!
-//! Tried and not kept (issue 17): SPLASH-2's own initialization, processor 0 writing the
-//! whole matrix and every processor then reading its own blocks. This DSM assigns homes
-//! by the first touch of the whole run, not the first after initialization, so node 0
-//! became the home and a sharer of every page: at the paper's input on 8 x 4, CLU under
-//! CSM-DMS made 181.8K diffs (the paper: 0) and its speedup fell from 15.3 to 3.4 (the
-//! paper: 18.3); LU's diffs rose from 12.3K to 564.8K (the paper: 285.6K). The -Mg
-//! variants then migrated 7/8 of CLU's pages (3.58K, the paper's 3.5K), which suggests the
-//! paper's -Mg runs started from the initializer's homes. Following SPLASH-2 here needs the
-//! paper's rule in the DSM (homes assigned at the first touch after an end-of-
-//! initialization mark); until then, owners initialize their blocks.
+//! (An earlier version, before the DSM had first touch after initialization, had each
+//! processor initialize its own blocks instead: with homes by the first touch of the whole
+//! run, processor 0's `InitA` made node 0 the home and a sharer of every page, and at the
+//! paper's input on 8 x 4 CLU under CSM-DMS made 181.8K diffs against the paper's 0.)
 //!
 //! # Counted work
 //!

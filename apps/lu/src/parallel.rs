@@ -1,7 +1,7 @@
 //! The parallel version on the DSM (SPLASH-2 `OneSolve`): the matrix is one shared `f64`
-//! array laid out by [`Layout`], every processor initializes and then writes only the
-//! blocks it owns, and [`factor_parallel`] runs the steps with the barriers of the crate
-//! doc.
+//! array laid out by [`Layout`], processor 0 initializes it (`InitA`), every processor
+//! then reads its own blocks (`TouchA`) and writes only the blocks it owns, and
+//! [`factor_parallel`] runs the steps with the barriers of the crate doc.
 
 use crate::kernels::{factor_parallel, MatrixMemory};
 use crate::layout::{Layout, Owners, Variant};
@@ -31,6 +31,23 @@ impl MatrixMemory for DsmMatrix<'_> {
     fn barrier(&mut self) {
         self.bar.wait(self.p);
     }
+}
+
+/// SPLASH-2's `TouchA`: reads every element of the blocks processor `id` owns, block
+/// column by block column; returns their sum, so that the reads are not optimized away.
+fn touch_own_blocks(a: &[f64], layout: &Layout, owners: &Owners, id: usize) -> f64 {
+    let (n, bs, nb) = (layout.n(), layout.block_size(), layout.nblocks());
+    let mut tot = 0.0;
+    for bj in 0..nb {
+        for bi in (0..nb).filter(|&bi| owners.owner(bi, bj) == id) {
+            for j in bj * bs..((bj + 1) * bs).min(n) {
+                for i in bi * bs..((bi + 1) * bs).min(n) {
+                    tot += a[layout.index(i, j)];
+                }
+            }
+        }
+    }
+    std::hint::black_box(tot)
 }
 
 /// The layout of `variant` for `config`'s cluster: processor `p` on node
@@ -70,8 +87,15 @@ pub fn run_parallel(
         move |p: &dsm::Proc| -> Option<AppResult> {
             let id = p.id();
             let mut mem = DsmMatrix { a, bar, p };
-            let rhs = generate(mem.view(), layout, |bi, bj| owners.owner(bi, bj) == id);
-            mem.barrier(); // the input is complete
+            // SPLASH-2's master writes the whole matrix (`InitA`); every processor computes
+            // the right-hand side, as the master's does.
+            let rhs = generate(mem.view(), layout, |_, _| id == 0);
+            // The input is complete; homes go to the first touchers from here (2.3.1).
+            bar.end_initialization(p);
+            // `TouchA`: every processor reads its own blocks, so that the homes of their
+            // pages are the owners' nodes (where several owners share a page, the first).
+            touch_own_blocks(mem.view(), layout, owners, id);
+            mem.barrier();
             // SPLASH-2 times the factorization only: not the input, not the check.
             p.start_timing();
             factor_parallel(&mut mem, layout, owners, id); // ends with a barrier

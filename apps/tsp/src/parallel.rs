@@ -186,7 +186,8 @@ pub fn run(
                     arrays.queue().init(arrays.weights(), n);
                 }
             }
-            bar.wait(p);
+            // Homes go to the first touchers from here (section 2.3.1).
+            bar.end_initialization(p);
             // Timed: the search, not reading and setting up the input.
             p.start_timing();
             // SAFETY: nobody writes `weights` after the barrier.

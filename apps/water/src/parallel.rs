@@ -185,7 +185,8 @@ pub fn water_nsq(
             if id == 0 {
                 v().copy_from_slice(init);
             }
-            sync.start.wait(p);
+            // Homes go to the first touchers from here (section 2.3.1).
+            sync.start.end_initialization(p);
             // Initial accelerations.
             let lvir = nsq::intraf_range(v(), mine.clone());
             add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
@@ -312,7 +313,8 @@ pub fn water_sp(
                 // SAFETY: only processor 0 touches the lists before the barrier.
                 unsafe { head.as_mut_slice().copy_from_slice(init_head) };
             }
-            sync.start.wait(p);
+            // Homes go to the first touchers from here (section 2.3.1).
+            sync.start.end_initialization(p);
             let lvir = sp::intraf_cells(v(), h(), &cells);
             add_locked(p, sync.intraf_vir, &gl, Gl::VIR, &[lvir]);
             sync.start.wait(p);

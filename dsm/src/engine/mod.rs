@@ -154,6 +154,23 @@ pub(crate) struct Node {
     /// The most bytes a `Diff` message takes: the message limit, or less by a test knob
     /// (`crate::config::TestKnobs::diff_message_bytes`).
     pub diff_message_bytes: usize,
+    /// A homes file named the homes ([`Node::preset_home`]): the end of initialization
+    /// chooses none (`home.rs`).
+    homes_fixed: AtomicBool,
+    /// The program has ended its initialization (`home.rs`).
+    initialized: AtomicBool,
+}
+
+/// What a fetch asks of the page's home beyond the page.
+#[derive(Clone, Copy, Debug, Default)]
+struct Want {
+    /// Move the home here (home migration, section 2.3.5).
+    migrate: bool,
+    /// Let this node hold the page in exclusive mode (section 2.2).
+    exclusive: bool,
+    /// Move the home here if no node has touched the page since initialization ended
+    /// (first touch after initialization, section 2.3.1; `home.rs`).
+    rehome: bool,
 }
 
 /// Which mailbox the calling thread uses for requests: processors have their own; every
@@ -285,6 +302,8 @@ impl Node {
             service: service::Service::default(),
             flush_waiters: std::sync::atomic::AtomicU32::new(0),
             diff_message_bytes: crate::net::MAX_MESSAGE_BYTES,
+            homes_fixed: AtomicBool::new(false),
+            initialized: AtomicBool::new(false),
         }
     }
 
@@ -491,9 +510,11 @@ impl Node {
     /// this node is the home, it attaches its receive mapping of the master copy first,
     /// before anything here can name it home: no other node can remote-write a diff of the
     /// page before this node has served it a fetch, and a fetch is served only once the
-    /// hint or the page's state names this node.
+    /// hint or the page's state names this node. A hint that names a home already wins:
+    /// a stale record naming this node (its own broadcast of a home it gave away, not yet
+    /// back in its replica, `home.rs`) attaches nothing.
     fn learn_first_home(&self, p: u32, home: usize) -> usize {
-        if home == self.id {
+        if home == self.id && self.pages.known_home(p).is_none() {
             self.data_attach(p, true);
         }
         self.pages.learn_first_home(p, home)
@@ -503,6 +524,7 @@ impl Node {
     pub fn preset_home(&self, p: u32, home: usize) {
         // Before the start-up barrier: no other thread of this node runs yet.
         let mut st = self.pages.try_lock(p).expect("page locked during set-up");
+        self.homes_fixed.store(true, Ordering::Relaxed);
         self.pages.set_home(p, &mut st, home);
         self.dir.preset_home(&self.net, p, home);
         if home == self.id {
@@ -566,21 +588,28 @@ impl Node {
         if st.access != Access::Invalid {
             return; // another processor of this node resolved it
         }
-        self.map_in(p, &mut st, false, false);
+        let rehome = self.take_rehome(&mut st);
+        self.map_in(
+            p,
+            &mut st,
+            Want {
+                rehome,
+                ..Want::default()
+            },
+        );
         st.check(self.id);
     }
 
     /// Makes an invalid page readable: at the home, just map the master copy; elsewhere,
-    /// join the sharing set and fetch the page (asking the home to migrate here, with
-    /// `migrate`). The home may have moved here by the time this returns.
-    /// With `exclusive` (a write fault away from the home), also asks to hold the page in
-    /// exclusive mode; returns true if the home granted it.
-    fn map_in(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool, exclusive: bool) -> bool {
+    /// join the sharing set and fetch the page, asking the home for what `want` says. The
+    /// home may have moved here by the time this returns. Returns true if the home
+    /// granted exclusive mode.
+    fn map_in(&self, p: u32, st: &mut PageGuard<'_>, want: Want) -> bool {
         let mut granted = false;
         if st.at_home(self.id) {
             self.dir.join(&self.net, self.id, p, st);
         } else {
-            granted = self.fetch(p, st, migrate, exclusive);
+            granted = self.fetch(p, st, want);
         }
         if st.access == Access::Invalid {
             self.protector.set(p, Access::Read);
@@ -694,19 +723,36 @@ impl Node {
         if st.access == Access::Write {
             return;
         }
+        let rehome = self.take_rehome(&mut st);
         let mut granted = false;
-        if !st.at_home(self.id) && self.may_migrate(p, &st) {
-            // A write fault away from the home: ask the home to move here (2.3.5). The
-            // reply carries the master copy if the home moves, so the page is current.
-            if st.access == Access::Invalid {
-                self.map_in(p, &mut st, true, false);
+        let migrate = !st.at_home(self.id) && self.may_migrate(p, &st);
+        if migrate || rehome {
+            // A write fault away from the home: ask the home to move here (2.3.5), or,
+            // on this node's first touch since initialization, to move here if no node
+            // has touched the page since (2.3.1). The reply carries the master copy if
+            // the home moves, so the page is current. If it does not, ask to write the
+            // page exclusively as below.
+            let want = Want {
+                migrate,
+                rehome,
+                exclusive: !migrate && st.access == Access::Invalid && self.may_hold_exclusive(),
+            };
+            granted = if st.access == Access::Invalid {
+                self.map_in(p, &mut st, want)
             } else {
-                self.fetch(p, &mut st, true, false);
-            }
+                self.fetch(p, &mut st, want)
+            };
         } else if st.access == Access::Invalid {
             // Away from the home, ask to write the page exclusively (section 2.2).
             let exclusive = !st.at_home(self.id) && self.may_hold_exclusive();
-            granted = self.map_in(p, &mut st, false, exclusive);
+            granted = self.map_in(
+                p,
+                &mut st,
+                Want {
+                    exclusive,
+                    ..Want::default()
+                },
+            );
         } else if !st.at_home(self.id)
             && self.may_hold_exclusive()
             && self.dir.sole_sharer(&self.net, p, self.id)
@@ -714,7 +760,14 @@ impl Node {
             // A clean copy, and the replicated directory says no other node (the home
             // included) shares the page: ask for it exclusively. The grant brings the
             // master copy again (our copy is read-only, so nothing of ours is lost).
-            granted = self.fetch(p, &mut st, false, true);
+            granted = self.fetch(
+                p,
+                &mut st,
+                Want {
+                    exclusive: true,
+                    ..Want::default()
+                },
+            );
         }
         if st.at_home(self.id) {
             self.home_starts_writing(p, &mut st);
@@ -773,17 +826,21 @@ impl Node {
     }
 
     /// Fetches `p` from its home into this node's copy, following the home if it has
-    /// moved. With `migrate`, asks the home to move here; if it does, this node is the
-    /// home when this returns. With `exclusive`, asks to hold the page exclusively and
-    /// returns whether the home granted it. If the home answers that another node holds
-    /// the page exclusively, recalls it there and hands its page to the home with the
-    /// fetch (`Flush`). The caller holds the page lock.
-    fn fetch(&self, p: u32, st: &mut PageGuard<'_>, migrate: bool, exclusive: bool) -> bool {
+    /// moved. With `want.migrate` (or `want.rehome`), asks the home to move here; if it
+    /// does, this node is the home when this returns. With `want.exclusive`, asks to hold
+    /// the page exclusively and returns whether the home granted it. If the home answers
+    /// that another node holds the page exclusively, recalls it there and hands its page
+    /// to the home with the fetch (`Flush`). The caller holds the page lock.
+    fn fetch(&self, p: u32, st: &mut PageGuard<'_>, want: Want) -> bool {
+        let Want {
+            mut migrate,
+            exclusive,
+            mut rehome,
+        } = want;
         if migrate {
             NodeCounters::bump(&self.counters.migration_attempts);
         }
         let mut need_data = st.access == Access::Invalid;
-        let mut migrate = migrate;
         // Replicated directory: announce ourselves before asking, so that a release at
         // the home that misses our entry happened before our fetch was served.
         if need_data {
@@ -796,10 +853,15 @@ impl Node {
             let Some(home) = st.home.map(NodeId::index).filter(|&h| h != self.id) else {
                 panic!("node {}: fetching page {p} with home {:?}", self.id, st.home);
             };
-            if need_data && !migrate && flush.is_none() && self.broadcast_lookup(p, home, st) {
+            if need_data
+                && !migrate
+                && !rehome
+                && flush.is_none()
+                && self.broadcast_lookup(p, home, st)
+            {
                 return false;
             }
-            if migrate {
+            if migrate || rehome {
                 self.pages.set_pending(p, true);
             }
             let msg = match &flush {
@@ -813,13 +875,14 @@ impl Node {
                     page: PageId(p),
                     migrate,
                     exclusive,
+                    rehome,
                 },
             };
             let reply = self.call(home, &msg, &mut out);
             // A granted migration turns the pending mark into this node's home in one
             // store (`become_home`); clearing it first would let a handler, for an
             // instant, redirect a request for the page back to the old home.
-            if migrate && !matches!(reply, Reply::Page { migrated: true, .. }) {
+            if (migrate || rehome) && !matches!(reply, Reply::Page { migrated: true, .. }) {
                 self.pages.set_pending(p, false);
             }
             match reply {
@@ -832,7 +895,15 @@ impl Node {
                     self.install_page(p, data);
                     NodeCounters::bump(&self.counters.page_transfers);
                     if migrated {
-                        NodeCounters::bump(&self.counters.migrations);
+                        // A home that moved to this node's first touch since
+                        // initialization is counted apart from migrations (2.3.5), even
+                        // if, under home migration, the home granted it as a migration.
+                        let moved = if rehome {
+                            &self.counters.rehomes
+                        } else {
+                            &self.counters.migrations
+                        };
+                        NodeCounters::bump(moved);
                         self.become_home(p, st, meta.sharers);
                     } else {
                         st.home_writing = meta.home_writing;
@@ -855,8 +926,11 @@ impl Node {
                     continue;
                 }
                 Reply::Refused { meta } => {
+                    // The home keeps the page: it is writing it, so it has touched it
+                    // since initialization too.
                     st.home_writing = meta.home_writing;
                     migrate = false;
+                    rehome = false;
                     if !need_data {
                         return false;
                     }
@@ -889,8 +963,12 @@ impl Node {
         }
     }
 
-    /// This node just became `p`'s home by migration, with the master copy installed.
+    /// This node just became `p`'s home by migration (or as its first toucher since
+    /// initialization), with the master copy installed. Under remote-write data it
+    /// receives the page's diffs from now on: it attaches its receive mapping before the
+    /// hint names it home, and the old home detached its own before it answered.
     fn become_home(&self, p: u32, st: &mut PageGuard<'_>, sharers: u64) {
+        self.data_attach(p, true);
         self.pages.set_home(p, st, self.id);
         st.sharers = sharers | (1u64 << self.id);
         st.home_writing = false;

@@ -66,7 +66,7 @@
 //! a page being recalled wait at the home rather than going to X. No fetch is served, so
 //! nothing is broadcast, while `excl_at` is set.
 
-use super::{Node, PageGuard};
+use super::{Node, PageGuard, Want};
 use crate::config::DataStrategy;
 use crate::ids::NodeId;
 use crate::page::{Hint, PageState};
@@ -294,6 +294,7 @@ impl Node {
                 page,
                 migrate,
                 exclusive,
+                rehome,
             } => {
                 let Some(mut st) = self.lock_as_home(page.0, |h| answer(&Reply::Moved { home: h }))
                 else {
@@ -318,7 +319,12 @@ impl Node {
                         answer(&Reply::Holder { holder });
                         return Outcome::Done;
                     }
-                    self.serve_fetch(page.0, &mut st, from, migrate, exclusive, &answer);
+                    let want = Want {
+                        migrate,
+                        exclusive,
+                        rehome,
+                    };
+                    self.serve_fetch(page.0, &mut st, from, want, &answer);
                 }
                 Outcome::Done
             }
@@ -428,7 +434,7 @@ impl Node {
                         self.id
                     );
                     st.recalling = false;
-                    self.serve_fetch(p, &mut st, from, false, false, &answer);
+                    self.serve_fetch(p, &mut st, from, Want::default(), &answer);
                 } else {
                     st.check(self.id);
                     answer(&Reply::Ack);
@@ -512,21 +518,27 @@ impl Node {
         }
     }
 
-    /// At the home: serves a fetch of `p` by `from`, migrating the home to it if it asks
-    /// and this node is not writing the page (section 2.3.5), or letting it hold the page
-    /// exclusively if it asks and will be the only sharer (module doc). No other node
-    /// holds the page exclusively.
+    /// At the home: serves a fetch of `p` by `from`, moving the home to it if this is its
+    /// first touch since initialization and no node has touched the page since (section
+    /// 2.3.1, `home.rs`), or if it asks to migrate and this node is not writing the page
+    /// (section 2.3.5); or letting it hold the page exclusively if it asks and will be the
+    /// only sharer (module doc). No other node holds the page exclusively.
     fn serve_fetch(
         &self,
         p: u32,
         st: &mut PageGuard<'_>,
         from: usize,
-        migrate: bool,
-        exclusive: bool,
+        want: Want,
         answer: &dyn Fn(&Reply<'_>),
     ) {
         debug_assert_eq!(st.excl_at, None);
-        if migrate && st.home_writing {
+        let Want {
+            migrate,
+            exclusive,
+            rehome,
+        } = want;
+        let rehome = rehome && std::mem::take(&mut st.rehome_grant);
+        if !rehome && migrate && st.home_writing {
             answer(&Reply::Refused {
                 meta: self.piggyback(p, st),
             });
@@ -538,14 +550,26 @@ impl Node {
             NodeCounters::bump(&self.counters.exclusive_exits);
         }
         st.sharers |= 1u64 << from;
-        if migrate {
-            debug_assert_ne!(self.protocol.data, DataStrategy::RemoteWrite);
+        if migrate || rehome {
+            // Home migration never moves a master copy in network space (2.3.5); the
+            // first touch after initialization may, as first touch attaches one.
+            debug_assert!(rehome || self.protocol.data != DataStrategy::RemoteWrite);
             // The copy into the grant is the transfer (charged as wire time).
             let data = self.snapshot_page(p);
             let mut sharers = self.dir.sharers(&self.net, p, st) | 1u64 << from;
             if st.access == super::Access::Invalid {
                 sharers &= !(1u64 << self.id);
+                if rehome {
+                    // This node has not mapped the page since initialization: it shares
+                    // it no more, and must not hold the new home out of exclusive mode.
+                    self.dir.leave(&self.net, self.id, p);
+                }
             }
+            st.rehome_ask = false;
+            // Remote-write data: nothing is written to this copy from now on (every
+            // node's first touch since initialization asks this node first, and it
+            // now redirects), and the new home attaches its own before it is named.
+            self.data_attach(p, false);
             self.pages.set_home(p, st, from);
             st.sharers = 0;
             self.dir.publish_home(&self.net, p, from);
