@@ -87,8 +87,14 @@ const ABORT_POLL: Duration = Duration::from_millis(50);
 /// Which activities of the receiving node a delivery wakes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wake {
-    /// Every blocked activity (a remote write, a local event).
+    /// Every blocked activity (a local event).
     All,
+    /// A remote write to network addresses `[lo, hi)` of memory that activities wait on:
+    /// the blocked activities that poll memory, that is, that wait with no waiter flag
+    /// (a flagged waiter is woken by its flag's event alone) and not for messages (a ring
+    /// delivery wakes its server: [`Wake::Server`]), unless the words they said they poll
+    /// lie elsewhere.
+    Memory { lo: u64, hi: u64 },
     /// No one: a remote write to memory no activity waits on (the directory, write
     /// notices, master copies; `Region::unawaited`). Its readers look when they run.
     Nobody,
@@ -183,10 +189,13 @@ enum Run {
     Running,
     /// `flag`: the address of the waiter flag it counts itself in
     /// (`Seam::until_flagged`), 0 if none; [`wake_flagged`] wakes only its waiters.
+    /// `watch`: the network addresses of the words it polls, if it said
+    /// (`Seam::until_written`); a remote write elsewhere does not wake it.
     Blocked {
         what: WaitFor,
         serves: bool,
         flag: usize,
+        watch: Option<(u64, u64)>,
     },
     Done,
 }
@@ -503,6 +512,20 @@ impl Sched {
                 .chain([self.id_of(node, None)])
                 .filter(|&i| blocked(i))
                 .collect(),
+            Wake::Memory { lo, hi } => self
+                .processors_of(node)
+                .chain([self.id_of(node, None)])
+                .filter(|&i| match st.acts[i].run {
+                    Run::Blocked {
+                        what, flag, watch, ..
+                    } => {
+                        flag == 0
+                            && what != WaitFor::Messages
+                            && watch.is_none_or(|(a, b)| a < hi && lo < b)
+                    }
+                    _ => false,
+                })
+                .collect(),
         };
         for i in chosen {
             let a = &mut st.acts[i];
@@ -772,7 +795,12 @@ pub(crate) fn yield_now() {
 
 /// Blocks the calling activity until an event may have made its condition true.
 /// `serves`: its seam handles the node's messages (it can be a message's server).
-pub(crate) fn block(what: WaitFor, serves: bool, flag: usize) -> Result<Resumed, Aborted> {
+pub(crate) fn block(
+    what: WaitFor,
+    serves: bool,
+    flag: usize,
+    watch: Option<(u64, u64)>,
+) -> Result<Resumed, Aborted> {
     let Some((s, me)) = current() else {
         return Ok(Resumed::Finished);
     };
@@ -784,7 +812,12 @@ pub(crate) fn block(what: WaitFor, serves: bool, flag: usize) -> Result<Resumed,
         return Ok(Resumed::Finished);
     }
     st.acts[me].clock = CLOCK.with(|c| c.get());
-    st.acts[me].run = Run::Blocked { what, serves, flag };
+    st.acts[me].run = Run::Blocked {
+        what,
+        serves,
+        flag,
+        watch,
+    };
     let seen = s.go[me].load(Ordering::SeqCst);
     s.hand_over(st, me, seen)?;
     let st = s.lock();

@@ -128,7 +128,21 @@ impl<'a> Seam<'a> {
     /// waits for (a lock): once it returns true the seam never calls it again. Fails with
     /// [`Aborted`] if the cluster aborts first.
     pub(crate) fn until(&self, what: WaitFor, ready: impl FnMut() -> bool) -> Result<(), Aborted> {
-        self.wait(what, None, ready)
+        self.wait(what, None, None, ready)
+    }
+
+    /// Like [`Seam::until`], for a condition on words that other nodes write remotely,
+    /// which lie at network addresses `watch` (`[start, end)`, `crate::net::Region::span`).
+    /// The wall clock waits the same; the modeled clock wakes the waiter only for a remote
+    /// write that overlaps them (`crate::sched::Wake::Memory`), so that a node's arrival at
+    /// a barrier wakes the one waiter for arrivals, not every node's waiter for the sense.
+    pub(crate) fn until_written(
+        &self,
+        what: WaitFor,
+        watch: (u64, u64),
+        ready: impl FnMut() -> bool,
+    ) -> Result<(), Aborted> {
+        self.wait(what, None, Some(watch), ready)
     }
 
     /// Like [`Seam::until`], but while parked the thread also counts itself in `flag`, so
@@ -140,7 +154,7 @@ impl<'a> Seam<'a> {
         flag: &AtomicU32,
         ready: impl FnMut() -> bool,
     ) -> Result<(), Aborted> {
-        self.wait(what, Some(flag), ready)
+        self.wait(what, Some(flag), None, ready)
     }
 
     /// Lets about `checks` spin hints pass (a back-off between attempts), serving messages
@@ -183,6 +197,7 @@ impl<'a> Seam<'a> {
         &self,
         what: WaitFor,
         flag: Option<&AtomicU32>,
+        watch: Option<(u64, u64)>,
         mut ready: impl FnMut() -> bool,
     ) -> Result<(), Aborted> {
         if crate::sched::active() {
@@ -192,7 +207,7 @@ impl<'a> Seam<'a> {
             }
             loop {
                 let flag = flag.map_or(0, |f| f as *const AtomicU32 as usize);
-                match crate::sched::block(what, self.serve.is_some(), flag) {
+                match crate::sched::block(what, self.serve.is_some(), flag, watch) {
                     Ok(crate::sched::Resumed::Woken) => {}
                     Ok(crate::sched::Resumed::Finished) => break,
                     Err(crate::sched::Aborted) => return Err(Aborted),

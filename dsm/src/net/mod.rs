@@ -592,7 +592,8 @@ pub struct Region {
     pub backing: Backing,
     /// Whether a thread may wait for a remote write to this region (a synchronization
     /// word, a flow-control index). Under the modeled clock only writes to such regions
-    /// wake the receiver's blocked activities; see [`Region::unawaited`].
+    /// wake the receiver's activities that poll memory (`crate::sched::Wake::Memory`);
+    /// see [`Region::unawaited`].
     pub awaited: bool,
 }
 
@@ -606,6 +607,13 @@ impl Region {
             awaited: false,
             ..self
         }
+    }
+
+    /// The network addresses of bytes `[at, at + len)` of the region (the same on every
+    /// node): what a waiter on them watches (`crate::wait::Seam::until_written`).
+    pub fn span(&self, at: u64, len: u64) -> (u64, u64) {
+        assert!(at + len <= self.len, "span outside the region");
+        (self.offset + at, self.offset + at + len)
     }
 
     fn backing_ptr(&self, fabric: &Fabric, node: usize, at: u64) -> *mut u8 {
@@ -815,7 +823,13 @@ impl Net {
             receivers,
             bytes,
             if region.awaited {
-                crate::sched::Wake::All
+                let lo = pieces.iter().map(|&(at, _)| region.offset + at).min().unwrap_or(0);
+                let hi = pieces
+                    .iter()
+                    .map(|&(at, b)| region.offset + at + b.len() as u64)
+                    .max()
+                    .unwrap_or(0);
+                crate::sched::Wake::Memory { lo, hi }
             } else {
                 crate::sched::Wake::Nobody
             },

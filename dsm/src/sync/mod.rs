@@ -68,10 +68,17 @@ fn request<H: SyncHost + ?Sized>(host: &H, to: usize, kind: u16, payload: &[u8])
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Waits through the host's seam until `ready()` holds; unwinds if the cluster aborts.
-fn wait_until<H: SyncHost + ?Sized>(host: &H, what: WaitFor, ready: impl FnMut() -> bool) {
+/// Waits through the host's seam until `ready()` holds, a condition on the words other
+/// nodes write at network addresses `watch` (`Seam::until_written`); unwinds if the
+/// cluster aborts.
+fn wait_written<H: SyncHost + ?Sized>(
+    host: &H,
+    what: WaitFor,
+    watch: (u64, u64),
+    ready: impl FnMut() -> bool,
+) {
     host.seam()
-        .until(what, ready)
+        .until_written(what, watch, ready)
         .unwrap_or_else(|e| panic!("{e}"));
 }
 

@@ -19,7 +19,7 @@
 //! processor of another node may be waiting for is followed by `Net::ring_bells` on the
 //! nodes that may wait, so parked waiters wake (`crate::wait`, "Sleepers and wakers").
 
-use super::{wait_until, SyncHost};
+use super::{wait_written, SyncHost};
 use crate::net::{Backing, Net, NetError, Region};
 use crate::wait::{SeamLock, WaitFor};
 
@@ -104,12 +104,13 @@ impl Network {
             net.tx(region).write_u32(me, bid);
             // Loopback: once our own bid has come back to us, it has landed everywhere
             // (total order), and so has every bid written before it.
-            wait_until(
+            wait_written(
                 host,
                 WaitFor::SyncWord {
                     what: "the loopback of our bid for network lock",
                     id: lock,
                 },
+                region.span(me, 4),
                 own,
             );
             if others_clear() {
@@ -118,12 +119,13 @@ impl Network {
             net.tx(region).write_u32(me, 0);
             // Another bidder may be waiting for our entry to clear.
             net.ring_bells(net.all_nodes() & !(1 << me_node));
-            wait_until(
+            wait_written(
                 host,
                 WaitFor::SyncWord {
                     what: "the other nodes' entries of network lock",
                     id: lock,
                 },
+                region.span(base, 4 * nodes as u64),
                 others_clear,
             );
             // Back off before bidding again, longer each time, so two bidders that keep
@@ -156,13 +158,14 @@ impl Network {
         net.ring_bells(1);
         let what = |what| WaitFor::SyncWord { what, id: b };
         if me == 0 {
-            wait_until(host, what("every node's arrival at barrier"), || {
+            let arrivals = region.span(base, 8 * nodes as u64);
+            wait_written(host, what("every node's arrival at barrier"), arrivals, || {
                 (0..nodes).all(|n| rx.load_u64(base + 8 * n as u64) >= epoch)
             });
             tx.write_u64(sense, epoch);
             net.ring_bells(net.all_nodes());
         } else {
-            wait_until(host, what("the sense word of barrier"), || {
+            wait_written(host, what("the sense word of barrier"), region.span(sense, 8), || {
                 rx.load_u64(sense) >= epoch
             });
         }
@@ -176,12 +179,13 @@ impl Network {
 
     pub(crate) fn flag_wait<H: SyncHost + ?Sized>(&self, host: &H, f: usize) {
         let rx = host.net().rx(self.flags);
-        wait_until(
+        wait_written(
             host,
             WaitFor::SyncWord {
                 what: "network flag",
                 id: f,
             },
+            self.flags.span(f as u64 * 8, 8),
             || rx.load_u64(f as u64 * 8) != 0,
         );
     }
