@@ -89,6 +89,27 @@ fn unlock_without_lock_is_refused() {
 }
 
 #[test]
+fn ending_initialization_twice_is_refused_with_the_reason() {
+    for proto in [CSM_DMS, CSM_NONE] {
+        let e = Cluster::new(config(proto))
+            .run(|s| {
+                let bar = s.barrier();
+                move |p| {
+                    bar.end_initialization(p);
+                    bar.end_initialization(p);
+                }
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ended its initialization twice"),
+            "{}: {e}",
+            proto.name
+        );
+    }
+}
+
+#[test]
 fn a_variant_the_network_cannot_support_names_the_missing_feature() {
     let mut c = config(CSM_DMS);
     c.profile = dsm::profile::by_name("gige-tcp").unwrap();
