@@ -392,7 +392,7 @@ impl RegionCounters {
 /// A node's counters now: the engine's and its network's.
 fn counters_now(node: &Node) -> Counters {
     let mut counters = node.counters.snapshot();
-    let net = node.net.fabric().counters(node.id);
+    let net = node.net.counters();
     counters.messages = net.messages;
     counters.message_bytes = net.message_bytes;
     counters.packets = net.packets;
@@ -835,7 +835,7 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
     match outcome {
         Ok(Ok(())) => true,
         Ok(Err(msg)) => crate::launch::fail_from_fault_handler(node.net.fabric(), node.id, &msg),
-        Err(_) if node.net.fabric().aborted() => {
+        Err(_) if node.net.aborted() => {
             // The cluster is going down: let the access proceed on whatever the page holds;
             // the processor's next runtime call unwinds with the abort message.
             node.protector.set(
@@ -955,6 +955,11 @@ where
     }
     let net = Net::new(Arc::clone(&fabric), ctx.node);
     let proto = cfg.protocol;
+    // The configuration was checked against the network profile; the node's transport
+    // may offer less (`crate::net`, "The seam").
+    proto
+        .refuse_without(net.features(), &net.describe())
+        .map_err(|e| fail(&e))?;
     let build = || -> Result<(Directory, SyncState, Regions), DsmError> {
         let dir = match proto.metadata {
             MetadataStrategy::Replicated => Directory::replicated(

@@ -90,6 +90,20 @@ impl Protocol {
         f
     }
 
+    /// Refuses this protocol on a network (a profile, or a node's transport, named by
+    /// `network`) that `offers` less than it needs (`crate::net`, "The seam").
+    pub fn refuse_without(&self, offers: Features, network: &str) -> Result<(), DsmError> {
+        let missing = offers.missing(&self.needs());
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(DsmError::MissingFeatures {
+            protocol: self.name.into(),
+            missing: missing.join(" and "),
+            network: network.into(),
+        })
+    }
+
     /// Parts of the protocol the engine does not implement yet.
     pub fn unsupported(&self) -> Option<&'static str> {
         if self.home == HomePolicy::Migrating && self.data == DataStrategy::RemoteWrite {
@@ -509,14 +523,9 @@ impl Config {
                 why: why.into(),
             });
         }
-        let missing = self.profile.features.missing(&self.protocol.needs());
-        if !missing.is_empty() {
-            return Err(DsmError::MissingFeatures {
-                protocol: self.protocol.name.into(),
-                missing: missing.join(" and "),
-                network: self.profile.title.into(),
-            });
-        }
+        // The simulated fabric offers what the network profile it models has.
+        self.protocol
+            .refuse_without(self.profile.features, self.profile.title)?;
         // The fabric's own structures and, under the replicated directory, the write-notice
         // lists take address space before any shared data: refuse now a cluster whose
         // network cannot hold them, rather than at the run's setup.

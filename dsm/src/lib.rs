@@ -27,8 +27,9 @@
 //! 3. **Time**: `sched` (the modeled clock: an event queue and activities), `wait` (the
 //!    one place where a thread blocks), [`work`] (counted computation), `stats` (the
 //!    per-processor clock). They know neither the network nor the launcher.
-//! 4. **The network**: [`net`] (a simulated Memory Channel; `net::timing`, its timing
-//!    model under the modeled clock).
+//! 4. **The network**: [`net`] (the node's handle `Net` over the transport seam
+//!    `net::Transport`; the simulated Memory Channel behind it, and `net::timing`, its
+//!    timing model under the modeled clock).
 //! 5. **The launcher**: [`launch`] (clusters of nodes as threads or processes).
 //! 6. **The protocol's data**: `page`, `diff`, `wire` (the message codec), `directory`,
 //!    `broadcast`.
