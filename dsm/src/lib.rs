@@ -33,7 +33,8 @@
 //! 5. **The launcher**: [`launch`] (clusters of nodes as threads or processes).
 //! 6. **The protocol's data**: `page`, `diff`, `wire` (the message codec), `directory`,
 //!    `broadcast`.
-//! 7. **Configuration**: `config` (checked against the network and the protocol's sizes).
+//! 7. **Configuration**: `error` ([`DsmError`], the errors a user gets), `config`
+//!    (checked against the network and the protocol's sizes).
 //! 8. **Strategies and engine**: `fault`, `sync`, `engine`.
 //! 9. **The public API**: `api`, [`host`] (what programs need from the host) and this
 //!    file's re-exports.
@@ -45,6 +46,7 @@ mod control;
 mod diff;
 mod directory;
 mod engine;
+mod error;
 mod fault;
 pub mod host;
 mod ids;
@@ -68,8 +70,9 @@ pub use api::{
     MAX_HOMES_FILE_BYTES,
 };
 pub use control::ABORT_MESSAGE;
+pub use error::DsmError;
 pub use config::{
-    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, DsmError, FaultBackend,
+    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };

@@ -27,7 +27,7 @@
 //! A protocol variant states the features it needs (`Protocol::needs`); a variant whose
 //! needs the transport's feature set lacks is refused before it runs, by the configuration
 //! against the network profile it simulates (`Config::validate`) and, once the node's
-//! transport exists, against that transport's own [`Net::features`] (`api::run_node`).
+//! transport exists, against that transport's own [`Net::features`] (`run_node`, `api/node.rs`).
 //! Messages are every transport's: the variants built only on them (CSM-None) run on any.
 //!
 //! # The simulated fabric

@@ -16,7 +16,7 @@
 //!
 //! The promises below are what the protocol relies on. A transport that cannot keep one
 //! says so in [`Transport::features`], and the variants that need it are refused before
-//! the engine is built (`Config::validate` for the simulated network, `api::run_node` for the
+//! the engine is built (`Config::validate` for the simulated network, `run_node` in `api/node.rs` for the
 //! transport a node actually got); the engine never asks a transport for an operation its
 //! feature set lacks.
 //!
