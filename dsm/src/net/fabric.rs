@@ -229,13 +229,7 @@ impl Fabric {
     /// Creates the fabric of a new cluster.
     pub fn create(layout: Layout, profile: &Profile) -> Result<Arc<Fabric>, NetError> {
         let fd = sys::memfd_create("cashmere-fabric", layout.total_bytes)?;
-        let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
-        let fabric = Fabric {
-            fd,
-            wire,
-            layout,
-            links: timing::Links::default(),
-        };
+        let fabric = Fabric::map(fd, layout)?;
         let h = fabric.header();
         h.nodes.store(layout.nodes as u64, Ordering::Relaxed);
         h.address_space
@@ -271,13 +265,7 @@ impl Fabric {
 
     /// Maps a fabric inherited from the launcher and checks it matches `layout`.
     pub fn adopt(fd: OwnedFd, layout: Layout) -> Result<Arc<Fabric>, NetError> {
-        let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
-        let fabric = Fabric {
-            fd,
-            wire,
-            layout,
-            links: timing::Links::default(),
-        };
+        let fabric = Fabric::map(fd, layout)?;
         let h = fabric.header();
         if h.magic.load(Ordering::Acquire) != MAGIC {
             return Err(NetError::Mismatch("no fabric header".into()));
@@ -298,6 +286,17 @@ impl Fabric {
             )));
         }
         Ok(Arc::new(fabric))
+    }
+
+    /// Maps the fabric in `fd`, laid out as `layout`, into this process.
+    fn map(fd: OwnedFd, layout: Layout) -> Result<Fabric, NetError> {
+        let wire = sys::map_shared(&fd, 0, layout.total_bytes, Prot::ReadWrite)?;
+        Ok(Fabric {
+            fd,
+            wire,
+            layout,
+            links: timing::Links::default(),
+        })
     }
 
     /// The features of the network this fabric models (the profile's it was created with).
