@@ -66,7 +66,8 @@
 //!
 //! Under the modeled clock the simulated fabric times every operation on its link and hub
 //! model (`super::timing`) and defers each landing to its arrival; the operations above
-//! keep their promises in virtual time. Another transport runs under the wall clock only.
+//! keep their promises in virtual time. A transport over a real network would run under
+//! the wall clock only.
 
 use super::{Inbound, MsgError, NetCounters, Region};
 use crate::control::Control;
