@@ -8,7 +8,7 @@ use crate::sys;
 impl Config {
     /// The home assignments of [`Config::homes_file`], read and checked against this
     /// cluster (every page inside the heap, every node in the cluster, one home per page).
-    /// A program may call it to refuse a bad file before any work; [`Cluster::run`] does.
+    /// A program may call it to refuse a bad file before any work; [`Cluster::run`](super::Cluster::run) does.
     pub fn homes(&self) -> Result<Option<Vec<(u32, u8)>>, DsmError> {
         match &self.homes_file {
             Some(path) => read_homes(path, self.nodes, self.heap_bytes / self.page_bytes).map(Some),

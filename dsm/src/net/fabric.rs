@@ -82,7 +82,7 @@ pub struct Layout {
     rings_base: u64,
     heads_base: u64,
     mailboxes_base: u64,
-    /// First byte of the address space available to [`Net::alloc_region`].
+    /// First byte of the address space available to [`Net::alloc_region`](super::Net::alloc_region).
     pub user_base: u64,
 }
 
