@@ -223,7 +223,7 @@ impl Broadcast {
             .and_then(|n| n.checked_mul(slot_stride))
             .filter(|&len| len <= left)
             .ok_or_else(|| NetError::AddressSpaceFull {
-                space: net.fabric().layout().address_space_bytes,
+                space: net.address_space_bytes(),
                 wanted: (nodes as u64 * slot_stride).saturating_mul(slots_per_node as u64),
                 left,
                 hint: format!(" (for {purpose}; use fewer slots per node)"),

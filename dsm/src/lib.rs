@@ -27,12 +27,14 @@
 //! 3. **Time**: `sched` (the modeled clock: an event queue and activities), `wait` (the
 //!    one place where a thread blocks), [`work`] (counted computation), `stats` (the
 //!    per-processor clock). They know neither the network nor the launcher.
-//! 4. **The network**: [`net`] (a simulated Memory Channel; `net::timing`, its timing
-//!    model under the modeled clock).
+//! 4. **The network**: [`net`] (the node's handle `Net` over the transport seam
+//!    `net::Transport`; the simulated Memory Channel behind it, and `net::timing`, its
+//!    timing model under the modeled clock).
 //! 5. **The launcher**: [`launch`] (clusters of nodes as threads or processes).
 //! 6. **The protocol's data**: `page`, `diff`, `wire` (the message codec), `directory`,
 //!    `broadcast`.
-//! 7. **Configuration**: `config` (checked against the network and the protocol's sizes).
+//! 7. **Configuration**: `error` ([`DsmError`], the errors a user gets), `config`
+//!    (checked against the network and the protocol's sizes).
 //! 8. **Strategies and engine**: `fault`, `sync`, `engine`.
 //! 9. **The public API**: `api`, [`host`] (what programs need from the host) and this
 //!    file's re-exports.
@@ -44,6 +46,7 @@ mod control;
 mod diff;
 mod directory;
 mod engine;
+mod error;
 mod fault;
 pub mod host;
 mod ids;
@@ -67,8 +70,9 @@ pub use api::{
     MAX_HOMES_FILE_BYTES,
 };
 pub use control::ABORT_MESSAGE;
+pub use error::DsmError;
 pub use config::{
-    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, DsmError, FaultBackend,
+    kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };

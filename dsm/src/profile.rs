@@ -43,6 +43,34 @@ impl Features {
         out
     }
 
+    /// The features as bits (remote write, broadcast, total order, loopback, remote read
+    /// from bit 0), for a word of shared memory.
+    pub fn to_bits(&self) -> u64 {
+        [
+            self.remote_write,
+            self.broadcast,
+            self.total_order,
+            self.loopback,
+            self.remote_read,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &on)| u64::from(on) << i)
+        .sum()
+    }
+
+    /// The features [`Features::to_bits`] gave `bits`.
+    pub fn from_bits(bits: u64) -> Features {
+        let on = |i: u32| bits & (1 << i) != 0;
+        Features {
+            remote_write: on(0),
+            broadcast: on(1),
+            total_order: on(2),
+            loopback: on(3),
+            remote_read: on(4),
+        }
+    }
+
     pub const NONE: Features = Features {
         remote_write: false,
         broadcast: false,
@@ -440,6 +468,15 @@ impl fmt::Display for Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn features_survive_their_bits() {
+        for p in all() {
+            assert_eq!(Features::from_bits(p.features.to_bits()), p.features, "{}", p.name);
+        }
+        assert_eq!(Features::NONE.to_bits(), 0);
+        assert_eq!(Features { loopback: true, ..Features::NONE }.to_bits(), 1 << 3);
+    }
 
     #[test]
     fn names_are_unique_and_lookup_works() {

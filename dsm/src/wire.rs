@@ -1,8 +1,9 @@
-//! The wire format of every request and reply the engine exchanges over the message rings
-//! (section 2.3: the variants that use explicit messages instead of Memory Channel
-//! features). This is the one module that encodes and decodes payloads; nothing else slices
-//! them by hand. The transport ([`crate::net`]) carries a request as `kind` plus a byte
-//! payload, and a reply as a byte payload in the requester's mailbox.
+//! The wire format of every request and reply the engine and the message-based
+//! synchronization exchange over the message rings (section 2.3: the variants that use
+//! explicit messages instead of Memory Channel features; exclusive mode's `Recall` and
+//! `Flush` under every variant). This is the one module that encodes and decodes payloads;
+//! nothing else slices them by hand. The transport ([`crate::net`]) carries a request as
+//! `kind` plus a byte payload, and a reply as a byte payload in the requester's mailbox.
 //!
 //! # Format
 //!
@@ -25,6 +26,27 @@
 //! | 24   | `FlagWait`    | flag u32                                                    |
 //! | 30   | `Shutdown`    | nothing                                                     |
 //!
+//! How each is sent, and what answers it:
+//!
+//! | message       | sent as                                | answered by                |
+//! |---------------|----------------------------------------|----------------------------|
+//! | `HomeQuery`   | request, to the page's manager         | `Home`                     |
+//! | `Fetch`       | request, to the home                   | `Page`, `Refused`, `Moved`,|
+//! |               |                                        | `Holder`                   |
+//! | `Diff`        | request, to the home                   | `DiffAck`, `Moved`         |
+//! | `Drop`        | one-way, to the home                   | (nothing)                  |
+//! | `Notice`      | request to several nodes at once       | an acknowledgement word,   |
+//! |               | (`Net::request_all_via`)               | no reply record            |
+//! | `Recall`      | request, to the exclusive holder       | `Flushed`                  |
+//! | `Flush`       | request, to the home                   | `Ack`; with fetch, `Page`  |
+//! | `LockAcquire` | request, to the lock's manager         | `Ack` (the grant)          |
+//! | `LockRelease` | one-way, to the lock's manager         | (nothing)                  |
+//! | `Barrier`     | request, to the barrier's manager      | `Ack` (all have arrived)   |
+//! | `FlagSet`     | request, to the flag's manager         | `Ack`                      |
+//! | `FlagWait`    | request, to the flag's manager         | `Ack` (the flag is set)    |
+//! | `Shutdown`    | never sent: the run ends with the      | (nothing; a handler takes  |
+//! |               | engine's final barrier                 | it for a no-op)            |
+//!
 //! A reply is a tag byte and a body:
 //!
 //! | tag | reply     | body                                                          |
@@ -42,13 +64,13 @@
 //! Flag bytes are 0 or 1. Every variable-length part carries its count, so a record cut
 //! short anywhere is reported as truncated instead of read as a shorter valid record, and a
 //! record followed by more bytes is an error. The encoding is canonical: a payload that
-//! decodes re-encodes to the same bytes.
+//! decodes re-encodes to the same bytes. The tables are checked against the encoders
+//! (`tests::the_format_tables_match_the_encoders`): every kind and tag has its row, and
+//! each row's fixed fields add up to the encoding of a record with empty variable parts.
 //!
 //! Decoding never panics: every read goes through [`Reader`], which returns an error where
 //! indexing would have panicked, and the borrowed views ([`DiffRuns`], [`PageList`]) are
 //! only built over bytes already checked.
-
-// The engine switches to this codec later; until then only the tests use it.
 
 use crate::diff;
 use crate::ids::{NodeId, PageId};
@@ -850,6 +872,192 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The rows of the module doc's table whose header starts with `header`, as cells; a
+    /// row whose first cell is empty continues the row above, cell by cell.
+    fn doc_table(header: &str) -> Vec<Vec<String>> {
+        let doc: Vec<&str> = include_str!("wire.rs")
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| l.trim_start_matches("//!").trim())
+            .collect();
+        let start = doc
+            .iter()
+            .position(|l| l.starts_with(header))
+            .unwrap_or_else(|| panic!("no table `{header}` in the module doc"));
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for line in doc[start + 2..].iter().take_while(|l| l.starts_with('|')) {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            match rows.last_mut() {
+                Some(row) if cells[0].is_empty() => {
+                    for (have, more) in row.iter_mut().zip(&cells).filter(|(_, m)| !m.is_empty()) {
+                        have.push(' ');
+                        have.push_str(more);
+                    }
+                }
+                _ => rows.push(cells.iter().map(|c| c.to_string()).collect()),
+            }
+        }
+        rows
+    }
+
+    /// The bytes of a documented payload's fields up to its first repeated part ("n bytes",
+    /// "n × page u32", "n word runs"): the encoding of a record whose variable parts are
+    /// empty.
+    fn fixed_bytes(payload: &str) -> usize {
+        if payload == "nothing" {
+            return 0;
+        }
+        let mut total = 0;
+        for field in payload.split(", ") {
+            let words: Vec<&str> = field.split_whitespace().collect();
+            if words[0] == "n" && words.get(1) != Some(&"u32") {
+                break;
+            }
+            total += match words.get(1) {
+                Some(&"u8") => 1,
+                Some(&"u16") => 2,
+                Some(&"u32") => 4,
+                Some(&"u64") => 8,
+                _ => panic!("cannot read the field `{field}` of `{payload}`"),
+            };
+        }
+        total
+    }
+
+    /// A message of `kind` with empty variable parts.
+    fn sample_message(k: u16) -> Msg<'static> {
+        let page = PageId(1);
+        match k {
+            kind::HOME => Msg::HomeQuery { page },
+            kind::FETCH => Msg::Fetch {
+                page,
+                migrate: true,
+                exclusive: false,
+                rehome: false,
+            },
+            kind::DIFF => Msg::Diff {
+                page,
+                runs: DiffRuns {
+                    count: 0,
+                    bytes: &[0; 4],
+                },
+            },
+            kind::DROP => Msg::Drop { page },
+            kind::NOTICE => Msg::Notice {
+                pages: PageList {
+                    count: 0,
+                    bytes: &[0; 4],
+                },
+            },
+            kind::RECALL => Msg::Recall { page },
+            kind::FLUSH => Msg::Flush {
+                page,
+                holder: NodeId::from_usize(2),
+                fetch: true,
+                data: &[],
+            },
+            kind::LOCK_ACQ => Msg::LockAcquire { lock: 3 },
+            kind::LOCK_REL => Msg::LockRelease { lock: 3 },
+            kind::BARRIER => Msg::Barrier {
+                barrier: 4,
+                epoch: 5,
+            },
+            kind::FLAG_SET => Msg::FlagSet { flag: 6 },
+            kind::FLAG_WAIT => Msg::FlagWait { flag: 6 },
+            kind::STOP => Msg::Shutdown,
+            _ => panic!("message kind {k} has a name but no sample here: add one"),
+        }
+    }
+
+    /// A reply with tag `t` and empty variable parts.
+    fn sample_reply(t: u8) -> Reply<'static> {
+        let meta = Piggyback {
+            sharers: 0b101,
+            home_writing: true,
+        };
+        let node = NodeId::from_usize(1);
+        match t {
+            tag::ACK => Reply::Ack,
+            tag::HOME => Reply::Home { home: node },
+            tag::PAGE => Reply::Page {
+                data: &[],
+                meta,
+                migrated: false,
+                exclusive: true,
+            },
+            tag::REFUSED => Reply::Refused { meta },
+            tag::DIFF_ACK => Reply::DiffAck { meta },
+            tag::MOVED => Reply::Moved { home: node },
+            tag::HOLDER => Reply::Holder { holder: node },
+            tag::FLUSHED => Reply::Flushed { data: &[] },
+            _ => panic!("reply tag {t} decodes but has no sample here: add one"),
+        }
+    }
+
+    /// The variant's name, from its `Debug` text.
+    fn variant_name(debug: &str) -> String {
+        debug
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .collect()
+    }
+
+    #[test]
+    fn the_format_tables_match_the_encoders() {
+        let tags: Vec<u8> = (0..=u8::MAX)
+            .filter(|&t| !matches!(Reply::decode(&[t]), Err(DecodeError::UnknownReplyTag(_))))
+            .collect();
+        let replies = doc_table("| tag ");
+        assert_eq!(replies.len(), tags.len(), "one row per reply tag: {replies:?}");
+        let mut reply_names = Vec::new();
+        for t in tags {
+            let reply = sample_reply(t);
+            let mut bytes = Vec::new();
+            reply.encode(&mut bytes);
+            assert_eq!(bytes[0], t);
+            assert_eq!(Reply::decode(&bytes), Ok(reply));
+            let name = format!("`{}`", variant_name(&format!("{reply:?}")));
+            let row = replies
+                .iter()
+                .find(|r| r[0] == t.to_string())
+                .unwrap_or_else(|| panic!("no row for reply tag {t} ({name})"));
+            assert_eq!(row[1], name, "reply tag {t}");
+            assert_eq!(1 + fixed_bytes(&row[2]), bytes.len(), "the body of {name}: `{}`", row[2]);
+            reply_names.push(name);
+        }
+
+        let kinds: Vec<u16> = (0..=u16::MAX).filter(|&k| kind_name(k).is_some()).collect();
+        let payloads = doc_table("| kind ");
+        let sent = doc_table("| message ");
+        assert_eq!(payloads.len(), kinds.len(), "one row per message kind: {payloads:?}");
+        assert_eq!(sent.len(), kinds.len(), "one row per message: {sent:?}");
+        for k in kinds {
+            let msg = sample_message(k);
+            assert_eq!(msg.kind(), k);
+            let name = format!("`{}`", kind_name(k).expect("named"));
+            assert_eq!(format!("`{}`", variant_name(&format!("{msg:?}"))), name);
+            let mut payload = Vec::new();
+            msg.encode(&mut payload);
+            assert_eq!(Msg::decode(k, &payload), Ok(msg));
+            let row = payloads
+                .iter()
+                .find(|r| r[0] == k.to_string())
+                .unwrap_or_else(|| panic!("no row for message kind {k} ({name})"));
+            assert_eq!(row[1], name, "message kind {k}");
+            assert_eq!(fixed_bytes(&row[2]), payload.len(), "the payload of {name}: `{}`", row[2]);
+            let how = sent
+                .iter()
+                .find(|r| r[0] == name)
+                .unwrap_or_else(|| panic!("{name} has no row saying how it is sent"));
+            for answer in how[2].split('`').skip(1).step_by(2) {
+                assert!(
+                    reply_names.contains(&format!("`{answer}`")),
+                    "{name} is answered by `{answer}`, which is no reply"
+                );
+            }
+        }
+    }
 
     /// An owned diff run: offset, whole words, and a mask byte per word if masked.
     type OwnedRun = (u32, Vec<u8>, Option<Vec<u8>>);

@@ -22,7 +22,7 @@ const ORDER: &[(&str, &[&str])] = &[
         "the protocol's data",
         &["page", "diff", "wire", "directory", "broadcast"],
     ),
-    ("configuration", &["config"]),
+    ("configuration", &["error", "config"]),
     ("strategies and engine", &["fault", "sync", "engine"]),
     ("the public API", &["host", "api", "lib"]),
 ];
