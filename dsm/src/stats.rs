@@ -62,7 +62,8 @@ pub struct Counters {
     pub flushes_before_drop: u64,
     /// Write faults that took a page into exclusive mode (no twin, no dirty list).
     pub exclusive_entries: u64,
-    /// Exclusive pages downgraded because a second sharer appeared.
+    /// Exclusive pages downgraded: a second sharer appeared, the holder dropped the page,
+    /// or the program ended its initialization.
     pub exclusive_exits: u64,
     pub lock_acquires: u64,
     pub barriers: u64,

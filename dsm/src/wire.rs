@@ -53,7 +53,8 @@
 //! |-----|-----------|---------------------------------------------------------------|
 //! | 0   | `Ack`     | nothing                                                       |
 //! | 1   | `Home`    | home u16                                                      |
-//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, exclusive u8,      |
+//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, rehomed u8,        |
+//! |     |           | exclusive u8,                                                 |
 //! |     |           | n u32, n bytes                                                |
 //! | 3   | `Refused` | sharers u64, home_writing u8                                  |
 //! | 4   | `DiffAck` | sharers u64, home_writing u8                                  |
@@ -244,11 +245,14 @@ pub(crate) enum Reply<'a> {
     /// The page's home, from its manager (answers [`Msg::HomeQuery`]).
     Home { home: NodeId },
     /// The page's master copy (answers [`Msg::Fetch`], section 2.2). `migrated`: the home
-    /// granted a migration request and the receiver is the new home (section 2.3.5).
+    /// moved to the receiver, which is the new home: by a migration (section 2.3.5), or
+    /// (`rehomed`) because the receiver is the first to touch the page since initialization
+    /// ended (section 2.3.1).
     Page {
         data: &'a [u8],
         meta: Piggyback,
         migrated: bool,
+        rehomed: bool,
         /// The receiver holds the page in exclusive mode from now on (section 2.2).
         exclusive: bool,
     },
@@ -585,11 +589,13 @@ impl<'a> Reply<'a> {
                 data,
                 meta,
                 migrated,
+                rehomed,
                 exclusive,
             } => {
                 out.push(tag::PAGE);
                 put_piggyback(out, meta);
                 out.push(u8::from(migrated));
+                out.push(u8::from(rehomed));
                 out.push(u8::from(exclusive));
                 put_u32(
                     out,
@@ -645,12 +651,14 @@ impl<'a> Reply<'a> {
             tag::PAGE => {
                 let meta = r.piggyback()?;
                 let migrated = r.flag("migrated")?;
+                let rehomed = r.flag("rehomed")?;
                 let exclusive = r.flag("exclusive")?;
                 let len = r.u32()?;
                 Reply::Page {
                     data: r.bytes(len as usize)?,
                     meta,
                     migrated,
+                    rehomed,
                     exclusive,
                 }
             }
@@ -984,6 +992,7 @@ mod tests {
                 data: &[],
                 meta,
                 migrated: false,
+                rehomed: false,
                 exclusive: true,
             },
             tag::REFUSED => Reply::Refused { meta },
@@ -1193,7 +1202,7 @@ mod tests {
     enum OwnedReply {
         Ack,
         Home(u16),
-        Page(Vec<u8>, Piggyback, bool, bool),
+        Page(Vec<u8>, Piggyback, bool, bool, bool),
         Holder(u16),
         Flushed(Vec<u8>),
         Refused(Piggyback),
@@ -1206,10 +1215,11 @@ mod tests {
             match self {
                 OwnedReply::Ack => Reply::Ack,
                 OwnedReply::Home(n) => Reply::Home { home: NodeId(*n) },
-                OwnedReply::Page(data, meta, migrated, exclusive) => Reply::Page {
+                OwnedReply::Page(data, meta, migrated, rehomed, exclusive) => Reply::Page {
                     data,
                     meta: *meta,
                     migrated: *migrated,
+                    rehomed: *rehomed,
                     exclusive: *exclusive,
                 },
                 OwnedReply::Holder(n) => Reply::Holder { holder: NodeId(*n) },
@@ -1234,9 +1244,10 @@ mod tests {
                 prop::collection::vec(any::<u8>(), 0..300),
                 meta.clone(),
                 any::<bool>(),
+                any::<bool>(),
                 any::<bool>()
             )
-                .prop_map(|(d, m, g, x)| OwnedReply::Page(d, m, g, x)),
+                .prop_map(|(d, m, g, h, x)| OwnedReply::Page(d, m, g, h, x)),
             (0..MAX_NODES as u16).prop_map(OwnedReply::Holder),
             prop::collection::vec(any::<u8>(), 0..300).prop_map(OwnedReply::Flushed),
             meta.clone().prop_map(OwnedReply::Refused),
@@ -1403,10 +1414,11 @@ mod tests {
                 Reply::Page {
                     data: &[9, 9],
                     meta,
-                    migrated: false,
-                    exclusive: true,
+                    migrated: true,
+                    rehomed: true,
+                    exclusive: false,
                 },
-                &[2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 2, 0, 0, 0, 9, 9],
+                &[2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 2, 0, 0, 0, 9, 9],
             ),
             (Reply::Holder { holder: NodeId(4) }, &[6, 4, 0]),
             (Reply::Flushed { data: &[1] }, &[7, 1, 0, 0, 0, 1]),

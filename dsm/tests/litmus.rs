@@ -430,6 +430,103 @@ fn the_first_node_to_touch_a_page_after_initialization_becomes_its_home() {
     }
 }
 
+/// Under home migration, a node's first write since initialization to a page whose home
+/// touched it first since then is a migration (2.3.5), not a move to the first toucher
+/// (2.3.1): the home says which it granted, and the counters say the same.
+#[test]
+fn a_migration_after_the_home_touched_first_counts_as_a_migration() {
+    for case in cases_of(&[CSM_MS_MG, CSM_NONE_MG]) {
+        let what = case.name.clone();
+        let r = Cluster::new(config(&case, 2, 1, ExecMode::Threads)).run(|s| {
+            let a = s.alloc::<u64>(PAGE_WORDS);
+            let bar = s.barrier();
+            move |p: &dsm::Proc| -> Result<(), String> {
+                if p.id() == 0 {
+                    a.set(5, 55);
+                }
+                bar.end_initialization(p);
+                // Node 0, the home, touches the page first: it keeps it.
+                if p.id() == 0 && a.get(5) != 55 {
+                    return Err("node 0 lost its initial value".into());
+                }
+                bar.wait(p);
+                // Node 1's first touch, a write fault: a migration request.
+                if p.id() == 1 {
+                    a.set(6, 66);
+                }
+                bar.wait(p);
+                if a.get(5) != 55 || a.get(6) != 66 {
+                    return Err(format!("values {} and {}", a.get(5), a.get(6)));
+                }
+                bar.wait(p);
+                Ok(())
+            }
+        });
+        let Some(r) = dsm::skip_other_run(r).unwrap_or_else(|e| panic!("{what}: {e}")) else {
+            continue;
+        };
+        for res in &r.results {
+            assert_eq!(res, &Ok(()), "{what}");
+        }
+        assert_eq!(r.counters.rehomes, 0, "{what}: rehomes");
+        assert_eq!(r.counters.migrations, 1, "{what}: migrations");
+        assert_eq!(r.counters.migration_attempts, 1, "{what}: attempts");
+    }
+}
+
+/// A home that gives a page to its first toucher since initialization hands over only
+/// the toucher as a sharer: every other node dropped its copy at the end of
+/// initialization, even if its drop (home-held directory) reached a node that was no longer
+/// the home and was lost. Here node 2's drop goes to node 0 after the page migrated to node
+/// 1; node 0 then touches first after initialization, and its writes must go exclusive, not
+/// noticed to node 2 at every release.
+#[test]
+fn a_page_moved_to_its_first_toucher_has_no_stale_sharers() {
+    for case in cases_of(&[CSM_NONE_MG]) {
+        let what = case.name.clone();
+        let r = Cluster::new(config(&case, 3, 1, ExecMode::Threads)).run(|s| {
+            let a = s.alloc::<u64>(PAGE_WORDS);
+            let bar = s.barrier();
+            move |p: &dsm::Proc| -> Result<(), String> {
+                if p.id() == 0 {
+                    a.set(5, 1);
+                }
+                bar.wait(p);
+                if p.id() == 2 {
+                    let _ = a.get(5);
+                }
+                bar.wait(p);
+                if p.id() == 1 {
+                    a.set(6, 2); // migrates to node 1, whose set names node 2
+                }
+                bar.wait(p); // node 2 drops the page; its drop goes to node 0
+                bar.end_initialization(p);
+                if p.id() == 0 {
+                    let _ = a.get(5); // the page moves to node 0
+                }
+                bar.wait(p);
+                if p.id() == 0 {
+                    a.set(7, 3);
+                }
+                bar.wait(p);
+                if a.get(5) != 1 || a.get(6) != 2 || a.get(7) != 3 {
+                    return Err("bad values".into());
+                }
+                bar.wait(p);
+                Ok(())
+            }
+        });
+        let Some(r) = dsm::skip_other_run(r).unwrap_or_else(|e| panic!("{what}: {e}")) else {
+            continue;
+        };
+        for res in &r.results {
+            assert_eq!(res, &Ok(()), "{what}");
+        }
+        assert_eq!(r.node_counters[0].write_notices, 0, "{what}: node 0's notices");
+        assert_eq!(r.counters.rehomes, 1, "{what}: rehomes");
+    }
+}
+
 // -----------------------------------------------------------------------------------
 // Home migration (2.3.5) and adaptive broadcast (2.3.6).
 // -----------------------------------------------------------------------------------

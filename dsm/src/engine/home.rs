@@ -90,6 +90,9 @@ impl Node {
                     *st
                 );
                 if st.access == Access::Write {
+                    if st.exclusive {
+                        crate::stats::NodeCounters::bump(&self.counters.exclusive_exits);
+                    }
                     self.home_stops_writing(p, &mut st);
                 }
                 if st.access != Access::Invalid {

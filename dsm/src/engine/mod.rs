@@ -837,9 +837,9 @@ impl Node {
             exclusive,
             mut rehome,
         } = want;
-        if migrate {
-            NodeCounters::bump(&self.counters.migration_attempts);
-        }
+        // A migration request is counted as an attempt once it is answered, unless the
+        // home moved here as its first toucher since initialization instead (2.3.1).
+        let mut attempt = migrate;
         let mut need_data = st.access == Access::Invalid;
         // Replicated directory: announce ourselves before asking, so that a release at
         // the home that misses our entry happened before our fetch was served.
@@ -885,20 +885,31 @@ impl Node {
             if (migrate || rehome) && !matches!(reply, Reply::Page { migrated: true, .. }) {
                 self.pages.set_pending(p, false);
             }
+            if attempt && matches!(reply, Reply::Page { .. } | Reply::Refused { .. }) {
+                attempt = false;
+                if !matches!(reply, Reply::Page { rehomed: true, .. }) {
+                    NodeCounters::bump(&self.counters.migration_attempts);
+                }
+            }
             match reply {
                 Reply::Page {
                     data,
                     meta,
                     migrated,
+                    rehomed,
                     exclusive: granted,
                 } => {
                     self.install_page(p, data);
                     NodeCounters::bump(&self.counters.page_transfers);
+                    assert!(
+                        !rehomed || (migrated && rehome),
+                        "node {}: page {p} rehomed here unasked",
+                        self.id
+                    );
                     if migrated {
-                        // A home that moved to this node's first touch since
-                        // initialization is counted apart from migrations (2.3.5), even
-                        // if, under home migration, the home granted it as a migration.
-                        let moved = if rehome {
+                        // The home says which: the first toucher since initialization
+                        // (2.3.1), or a migration (2.3.5).
+                        let moved = if rehomed {
                             &self.counters.rehomes
                         } else {
                             &self.counters.migrations

@@ -556,7 +556,14 @@ impl Node {
             debug_assert!(rehome || self.protocol.data != DataStrategy::RemoteWrite);
             // The copy into the grant is the transfer (charged as wire time).
             let data = self.snapshot_page(p);
-            let mut sharers = self.dir.sharers(&self.net, p, st) | 1u64 << from;
+            // The first request since initialization ended: every node dropped its copy
+            // at the end, and none has fetched it since, so the requester is the only
+            // sharer (a home-held set may still name nodes whose drops arrive late).
+            let mut sharers = if rehome {
+                1u64 << from
+            } else {
+                self.dir.sharers(&self.net, p, st) | 1u64 << from
+            };
             if st.access == super::Access::Invalid {
                 sharers &= !(1u64 << self.id);
                 if rehome {
@@ -581,6 +588,7 @@ impl Node {
                     home_writing: false,
                 },
                 migrated: true,
+                rehomed: rehome,
                 exclusive: false,
             });
             return;
@@ -599,6 +607,7 @@ impl Node {
                 data: &data,
                 meta: self.piggyback(p, st),
                 migrated: false,
+                rehomed: false,
                 exclusive: true,
             });
             return;
@@ -609,6 +618,7 @@ impl Node {
             data: &data,
             meta: self.piggyback(p, st),
             migrated: false,
+            rehomed: false,
             exclusive: false,
         });
     }
