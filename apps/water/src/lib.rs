@@ -86,11 +86,11 @@
 //! (`harness/results/table4-paper-8x4.md`). Processor 0 writes every record (`INITIA`),
 //! then every processor ends initialization (`dsm::Barrier::end_initialization`), so each
 //! page's home is its first toucher after it, as the paper's rule says (section 2.3.1).
-//! Water-nsquared, CSM-DMS: 21.0 / 17.9 / 251.6 / 0 against 31.5 / 55.1 / 251.1 / 0
-//! (speedup 23.5 against 20.6); its diffs come from the `PFORCES` flush, one diff per
+//! Water-nsquared, CSM-DMS: 19.7 / 16.7 / 252.9 / 0 against 31.5 / 55.1 / 251.1 / 0
+//! (speedup 23.6 against 20.6); its diffs come from the `PFORCES` flush, one diff per
 //! molecule lock released on a page homed elsewhere. Water-spatial: CSM-DMS 5.1 / 3.8 /
-//! 0.90 against 4.0 / 11.8 / 6.2; CSM-MS-Mg 5.5 / 3.9 / 0.49 / 0.42 against 5.2 / 17.6 /
-//! 0.1 / 0.3; CSM-None-Mg 5.9 / 4.0 / 0.51 / 0.59 against 5.6 / 17.4 / 0.1 / 0.3 (speedups
+//! 0.90 against 4.0 / 11.8 / 6.2; CSM-MS-Mg 5.5 / 3.8 / 0.50 / 0.41 against 5.2 / 17.6 /
+//! 0.1 / 0.3; CSM-None-Mg 5.9 / 4.0 / 0.51 / 0.56 against 5.6 / 17.4 / 0.1 / 0.3 (speedups
 //! 13.9, 13.7, 13.1 against 7.7, 12.3, 11.8). Before the DSM had the paper's rule, node 0
 //! was every record's home and Water-spatial made 5.9K diffs under CSM-DMS (speedup 10.8),
 //! about the paper's count: the paper's run writes more pages from two nodes than this one
