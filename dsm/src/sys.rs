@@ -756,6 +756,38 @@ fn measure_fault_delivery() -> io::Result<u64> {
     Ok(with_faults.saturating_sub(without) / FAULTS)
 }
 
+/// Wall-clock nanoseconds of `samples` protection-fault round trips on a scratch region of
+/// `len` bytes, one sample each: a write to the region while it has no access, the
+/// SIGSEGV delivered to the handler, the handler's `mprotect` to read-write, `sigreturn`
+/// and the retried write. The `mprotect` that closes the region before each sample is not
+/// timed. It is what a page fault of the runtime costs this host before any protocol
+/// work, the yardstick `cashmere bench proto` prints its figures against.
+pub fn fault_round_trips_ns(len: usize, samples: usize) -> io::Result<Vec<u64>> {
+    // The handler's context is the region's length; the write is at its start.
+    fn unprotect(len: usize, access: FaultAccess) -> bool {
+        protect(access.addr & !(host_page_size() - 1), len, Prot::ReadWrite).is_ok()
+    }
+    let len = len.max(host_page_size()).next_multiple_of(host_page_size());
+    let scratch = reserve(len)?;
+    let start = scratch.addr();
+    protect(start, len, Prot::ReadWrite)?;
+    // Fill the page tables first: the runtime's views are populated too.
+    // SAFETY: the region is this function's own, read-write, len bytes long.
+    unsafe { std::ptr::write_bytes(start as *mut u8, 1, len) };
+    let _registration = register_fault_range(start, len, len, unprotect)?;
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        protect(start, len, Prot::None)?;
+        let t0 = monotonic_ns();
+        // SAFETY: the region is live; the fault this write takes is handled by `unprotect`,
+        // which opens it, and the write is retried.
+        unsafe { std::ptr::write_volatile(start as *mut u8, 2) };
+        out.push(monotonic_ns() - t0);
+    }
+    FAULT_DELIVERED.with(|f| f.set(false));
+    Ok(out)
+}
+
 extern "C" fn fault_signal_handler(
     sig: libc::c_int,
     info: *mut libc::siginfo_t,
