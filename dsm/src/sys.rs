@@ -223,6 +223,36 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     Ok(())
 }
 
+/// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Fills the page tables of `[addr, addr + len)`, a shared mapping of a memfd that this
+/// process made, as writes would, without changing any byte: pages of the file nobody
+/// touched yet are allocated (zero-filled, as they read anyway). The runtime's first
+/// access to each page then takes no page fault. A mapping with no access is opened
+/// for the call and closed again; its page table entries stay filled, so opening a page
+/// later with [`protect`] needs no fault either.
+pub fn populate_shared(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if prot != Prot::ReadWrite {
+        protect(addr, len, Prot::ReadWrite)?;
+    }
+    // SAFETY: the range is inside a shared read-write mapping of this process (the caller's
+    // word, and opened just above); populating faults pages in and never changes contents.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
+    let populated = if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    };
+    if prot != Prot::ReadWrite {
+        protect(addr, len, prot)?;
+    }
+    populated
+}
+
 /// Why [`read_regular_file`] read nothing.
 #[derive(Debug)]
 pub enum ReadError {
@@ -1284,8 +1314,6 @@ mod uffd_abi {
     pub const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
     /// `_IOWR(0xAA, 0x07, struct uffdio_continue)`.
     pub const UFFDIO_CONTINUE: libc::c_ulong = 0xC020_AA07;
-    /// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
-    pub const MADV_POPULATE_WRITE: libc::c_int = 23;
 
     #[repr(C)]
     pub struct UffdioApi {
@@ -1507,7 +1535,7 @@ impl UffdView {
             libc::madvise(
                 (self.alias + offset) as *mut libc::c_void,
                 len,
-                uffd_abi::MADV_POPULATE_WRITE,
+                MADV_POPULATE_WRITE,
             )
         };
         if rc != 0 {
