@@ -732,7 +732,8 @@ fn launch_processes(
                 return Err(failure_report(fabric, failure));
             }
         }
-        wait_a_little();
+        let live: Vec<&sys::NodeProcess> = children.iter().flatten().collect();
+        crate::wait::launcher_wait(&live);
     }
     (0..nodes).map(|node| read_result(fabric, node)).collect()
 }
@@ -742,11 +743,6 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How long the launcher waits, after an abort, for the first failure's record.
 const ORIGIN_WAIT: Duration = Duration::from_secs(2);
-
-/// The launcher's polling interval: failures are reported well within a second.
-fn wait_a_little() {
-    crate::wait::launcher_pause();
-}
 
 fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
     fabric.control().abort();

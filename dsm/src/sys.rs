@@ -1074,8 +1074,39 @@ pub fn spawn_node_process(
     Ok(NodeProcess {
         pid: pid as u32,
         exec_pipe: Some(read_end),
+        pidfd: pidfd_open(pid as u32),
         status: None,
     })
+}
+
+/// A descriptor that becomes readable when process `pid` ends, or `None` if this kernel
+/// has no `pidfd_open` (Linux 5.3).
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; no
+    // memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative fd was just returned to us and is owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Blocks until one of `children` ends or `execs` (its exec-status pipe becomes readable),
+/// or `limit` passes: the launcher sleeps in the kernel instead of polling its children.
+/// Without pidfds (an old kernel) it just sleeps for `limit`.
+pub fn wait_node_processes(children: &[&NodeProcess], limit: Duration) {
+    let mut fds: Vec<libc::pollfd> = children
+        .iter()
+        .flat_map(|c| [c.pidfd.as_ref(), c.exec_pipe.as_ref()])
+        .flatten()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = limit.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: fds is a valid array of fds.len() pollfds for the duration of the call; an
+    // empty one makes poll a plain sleep.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
 }
 
 /// Whether a node process has started the program.
@@ -1096,6 +1127,8 @@ pub struct NodeProcess {
     pid: u32,
     /// The read end of the exec-status pipe, until the exec is known to have happened.
     exec_pipe: Option<OwnedFd>,
+    /// Readable once the process has ended ([`wait_node_processes`]).
+    pidfd: Option<OwnedFd>,
     status: Option<std::process::ExitStatus>,
 }
 

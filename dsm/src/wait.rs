@@ -328,14 +328,16 @@ pub(crate) fn perturb_schedule() {
     std::thread::yield_now();
 }
 
-/// The launcher's pause between looks at its children: it is not a node's thread and
-/// waits for nothing in the fabric, so it just gives the host a few milliseconds.
-pub(crate) fn launcher_pause() {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(2) {
-        std::thread::yield_now();
-    }
-    std::thread::park_timeout(Duration::from_millis(3));
+/// The longest the launcher sleeps between looks at its node processes: what it must
+/// notice without a wake-up (a stalled heartbeat, a failure recorded before the node
+/// exits) is noticed within this.
+const LAUNCHER_LOOK: Duration = Duration::from_millis(50);
+
+/// The launcher's wait between looks at its node processes: it sleeps in the kernel until
+/// one of them ends or `exec`s, or [`LAUNCHER_LOOK`] passes. It is not a node's thread and
+/// takes no core from the nodes while they run.
+pub(crate) fn launcher_wait(children: &[&sys::NodeProcess]) {
+    sys::wait_node_processes(children, LAUNCHER_LOOK);
 }
 
 /// A node-local lock whose waiters wait through the [`Seam`] (and so serve messages, give
