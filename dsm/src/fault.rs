@@ -48,16 +48,26 @@ impl Protector {
     }
 
     /// Sets up `backend` on `view`, mapped with [`Protector::initial_prot`]; `alias` is the
-    /// runtime's mapping of the same heap. Every page starts `Invalid`.
+    /// runtime's mapping of the same heap, of which the first `used_bytes` are allocated.
+    /// Every page starts `Invalid`.
+    ///
+    /// Under mprotect the used part of both mappings is populated first
+    /// (`sys::populate_shared`): otherwise a page's first fetch takes two more page faults
+    /// beside the protocol's, one where the data lands in the alias (the file's page is
+    /// allocated then) and one on the view after the handler opens the page (its page
+    /// table entry is filled then).
     pub fn new(
         backend: FaultBackend,
         view: &Mapping,
         alias: usize,
         page_bytes: usize,
+        used_bytes: usize,
     ) -> io::Result<Protector> {
         let how = match backend {
             FaultBackend::Mprotect => {
-                let _ = alias;
+                let used = used_bytes.min(view.len());
+                sys::populate_shared(alias, used, Prot::ReadWrite)?;
+                sys::populate_shared(view.addr(), used, Prot::None)?;
                 How::Mprotect
             }
             #[cfg(feature = "userfaultfd")]

@@ -322,6 +322,12 @@ where
         run_as_node_process(layout, &node_main);
     }
     let fabric = Fabric::create(layout, &spec.profile)?;
+    // The wait policy's view of the host (`crate::wait`, "Policy"): a `Cluster` node runs
+    // its processors and a service thread. A raw launch has no service thread and is
+    // counted one thread too many per node, which only makes its waits park sooner.
+    fabric
+        .control()
+        .set_threads(spec.nodes * (spec.procs + 1), sys::allowed_cpus().len());
     match spec.mode {
         ExecMode::Threads => launch_threads(&fabric, stall_timeout, &node_main),
         ExecMode::Processes => launch_processes(spec, &fabric, run, stall_timeout),
@@ -732,7 +738,8 @@ fn launch_processes(
                 return Err(failure_report(fabric, failure));
             }
         }
-        wait_a_little();
+        let live: Vec<&sys::NodeProcess> = children.iter().flatten().collect();
+        crate::wait::launcher_wait(&live);
     }
     (0..nodes).map(|node| read_result(fabric, node)).collect()
 }
@@ -742,11 +749,6 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How long the launcher waits, after an abort, for the first failure's record.
 const ORIGIN_WAIT: Duration = Duration::from_secs(2);
-
-/// The launcher's polling interval: failures are reported well within a second.
-fn wait_a_little() {
-    crate::wait::launcher_pause();
-}
 
 fn stop_all(fabric: &Fabric, children: &mut [Option<sys::NodeProcess>]) {
     fabric.control().abort();

@@ -223,6 +223,45 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     Ok(())
 }
 
+/// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Fills the page tables of `[addr, addr + len)`, a shared mapping of a memfd that this
+/// process made, as writes would, without changing any byte: pages of the file nobody
+/// touched yet are allocated (zero-filled, as they read anyway). The runtime's first
+/// access to each page then takes no page fault. A mapping with no access is opened
+/// for the call and closed again; its page table entries stay filled, so opening a page
+/// later with [`protect`] needs no fault either.
+pub fn populate_shared(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if prot != Prot::ReadWrite {
+        protect(addr, len, Prot::ReadWrite)?;
+    }
+    // SAFETY: the range is inside a shared read-write mapping of this process (the caller's
+    // word, and opened just above); populating faults pages in and never changes contents.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
+    let populated = if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    };
+    if prot != Prot::ReadWrite {
+        protect(addr, len, prot)?;
+    }
+    populated
+}
+
+/// The threads of the whole host that are runnable right now (running or waiting for a
+/// core), the reader included: the fourth field of `/proc/loadavg`. `None` if it cannot be
+/// read.
+pub fn host_runnable_threads() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let field = text.split_whitespace().nth(3)?;
+    field.split('/').next()?.parse().ok()
+}
+
 /// Why [`read_regular_file`] read nothing.
 #[derive(Debug)]
 pub enum ReadError {
@@ -348,8 +387,10 @@ pub fn default_sigpipe() {
 
 /// Sleeps while `*word == expected`, at most `timeout`. Works across processes when the
 /// word lies in a shared mapping (the futex is not private). Spurious wake-ups happen;
-/// callers re-check their condition.
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+/// callers re-check their condition. Returns true if a [`futex_wake`] on the word woke
+/// this thread (and so counted it in what it returned), false if it did not sleep (the
+/// word had changed), timed out or was interrupted.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs() as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -359,7 +400,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: word is a valid, aligned u32 for the duration of the call; FUTEX_WAIT only
     // reads it.
-    unsafe {
+    let rc = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -368,16 +409,17 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
             ts_ptr,
             0usize,
             0u32,
-        );
-    }
+        )
+    };
+    rc == 0
 }
 
-/// Wakes up to `n` waiters on `word`. The kernel reads `n` as a signed int: pass at most
-/// `i32::MAX` (larger values wake one waiter).
-pub fn futex_wake(word: &AtomicU32, n: u32) {
+/// Wakes up to `n` waiters on `word` and returns how many it woke. The kernel reads `n`
+/// as a signed int: pass at most `i32::MAX` (larger values wake one waiter).
+pub fn futex_wake(word: &AtomicU32, n: u32) -> u32 {
     let n = n.min(i32::MAX as u32);
     // SAFETY: word is a valid, aligned u32; FUTEX_WAKE does not access it.
-    unsafe {
+    let woken = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -386,8 +428,9 @@ pub fn futex_wake(word: &AtomicU32, n: u32) {
             0usize,
             0usize,
             0u32,
-        );
-    }
+        )
+    };
+    u32::try_from(woken).unwrap_or(0)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -756,6 +799,38 @@ fn measure_fault_delivery() -> io::Result<u64> {
     Ok(with_faults.saturating_sub(without) / FAULTS)
 }
 
+/// Wall-clock nanoseconds of `samples` protection-fault round trips on a scratch region of
+/// `len` bytes, one sample each: a write to the region while it has no access, the
+/// SIGSEGV delivered to the handler, the handler's `mprotect` to read-write, `sigreturn`
+/// and the retried write. The `mprotect` that closes the region before each sample is not
+/// timed. It is what a page fault of the runtime costs this host before any protocol
+/// work, the yardstick `cashmere bench proto` prints its figures against.
+pub fn fault_round_trips_ns(len: usize, samples: usize) -> io::Result<Vec<u64>> {
+    // The handler's context is the region's length; the write is at its start.
+    fn unprotect(len: usize, access: FaultAccess) -> bool {
+        protect(access.addr & !(host_page_size() - 1), len, Prot::ReadWrite).is_ok()
+    }
+    let len = len.max(host_page_size()).next_multiple_of(host_page_size());
+    let scratch = reserve(len)?;
+    let start = scratch.addr();
+    protect(start, len, Prot::ReadWrite)?;
+    // Fill the page tables first: the runtime's views are populated too.
+    // SAFETY: the region is this function's own, read-write, len bytes long.
+    unsafe { std::ptr::write_bytes(start as *mut u8, 1, len) };
+    let _registration = register_fault_range(start, len, len, unprotect)?;
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        protect(start, len, Prot::None)?;
+        let t0 = monotonic_ns();
+        // SAFETY: the region is live; the fault this write takes is handled by `unprotect`,
+        // which opens it, and the write is retried.
+        unsafe { std::ptr::write_volatile(start as *mut u8, 2) };
+        out.push(monotonic_ns() - t0);
+    }
+    FAULT_DELIVERED.with(|f| f.set(false));
+    Ok(out)
+}
+
 extern "C" fn fault_signal_handler(
     sig: libc::c_int,
     info: *mut libc::siginfo_t,
@@ -1012,8 +1087,39 @@ pub fn spawn_node_process(
     Ok(NodeProcess {
         pid: pid as u32,
         exec_pipe: Some(read_end),
+        pidfd: pidfd_open(pid as u32),
         status: None,
     })
+}
+
+/// A descriptor that becomes readable when process `pid` ends, or `None` if this kernel
+/// has no `pidfd_open` (Linux 5.3).
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; no
+    // memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative fd was just returned to us and is owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Blocks until one of `children` ends or `execs` (its exec-status pipe becomes readable),
+/// or `limit` passes: the launcher sleeps in the kernel instead of polling its children.
+/// Without pidfds (an old kernel) it just sleeps for `limit`.
+pub fn wait_node_processes(children: &[&NodeProcess], limit: Duration) {
+    let mut fds: Vec<libc::pollfd> = children
+        .iter()
+        .flat_map(|c| [c.pidfd.as_ref(), c.exec_pipe.as_ref()])
+        .flatten()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = limit.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: fds is a valid array of fds.len() pollfds for the duration of the call; an
+    // empty one makes poll a plain sleep.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
 }
 
 /// Whether a node process has started the program.
@@ -1034,6 +1140,8 @@ pub struct NodeProcess {
     pid: u32,
     /// The read end of the exec-status pipe, until the exec is known to have happened.
     exec_pipe: Option<OwnedFd>,
+    /// Readable once the process has ended ([`wait_node_processes`]).
+    pidfd: Option<OwnedFd>,
     status: Option<std::process::ExitStatus>,
 }
 
@@ -1252,8 +1360,6 @@ mod uffd_abi {
     pub const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
     /// `_IOWR(0xAA, 0x07, struct uffdio_continue)`.
     pub const UFFDIO_CONTINUE: libc::c_ulong = 0xC020_AA07;
-    /// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
-    pub const MADV_POPULATE_WRITE: libc::c_int = 23;
 
     #[repr(C)]
     pub struct UffdioApi {
@@ -1475,7 +1581,7 @@ impl UffdView {
             libc::madvise(
                 (self.alias + offset) as *mut libc::c_void,
                 len,
-                uffd_abi::MADV_POPULATE_WRITE,
+                MADV_POPULATE_WRITE,
             )
         };
         if rc != 0 {

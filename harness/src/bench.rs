@@ -47,6 +47,122 @@ pub struct BenchArgs {
     pub no_migration: bool,
 }
 
+/// What this host's hardware and kernel allow at best, measured in the same run as the
+/// figures printed beside them (medians, us): the figures then mean something on any
+/// machine, as ratios.
+struct HostLimits {
+    /// A protection fault whose handler opens the page with `mprotect` (8 KiB), and the
+    /// retried access (`dsm::host::fault_round_trips_ns`).
+    fault_round_trip_us: f64,
+    /// A word written by one thread and seen by another spinning on it: half a ping-pong.
+    one_way_message_us: f64,
+    /// A copy of one 8 KiB page, warm in the cache.
+    page_copy_us: f64,
+}
+
+/// What a figure is divided by.
+#[derive(Clone, Copy)]
+enum Yardstick {
+    /// A fault round trip plus a page copy: the least a page fault that moves a page costs.
+    FaultAndCopy,
+    /// A one-way message.
+    Message,
+}
+
+impl Yardstick {
+    fn name(self) -> &'static str {
+        match self {
+            Yardstick::FaultAndCopy => "fault+copy",
+            Yardstick::Message => "message",
+        }
+    }
+}
+
+impl HostLimits {
+    const SAMPLES: usize = 2000;
+    const PAGE_BYTES: usize = 8192;
+
+    fn measure() -> anyhow::Result<HostLimits> {
+        let faults = dsm::host::fault_round_trips_ns(Self::PAGE_BYTES, Self::SAMPLES)
+            .map_err(|e| anyhow::anyhow!("cannot measure a fault round trip: {e}"))?;
+        Ok(HostLimits {
+            fault_round_trip_us: median_us(faults),
+            one_way_message_us: Self::one_way_message_us(),
+            page_copy_us: Self::page_copy_us(),
+        })
+    }
+
+    /// Two threads pass a counter back and forth through two cache lines, each spinning on
+    /// its own; a round trip is two one-way messages.
+    fn one_way_message_us() -> f64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        #[repr(align(128))]
+        struct Line(AtomicU64);
+        let (ping, pong) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
+        let rounds = Self::SAMPLES as u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 1..=rounds + 100 {
+                    while ping.0.load(Ordering::Acquire) != i {
+                        std::hint::spin_loop();
+                    }
+                    pong.0.store(i, Ordering::Release);
+                }
+            });
+            let mut trips = Vec::with_capacity(rounds as usize);
+            for i in 1..=rounds + 100 {
+                let t0 = dsm::host::monotonic_ns();
+                ping.0.store(i, Ordering::Release);
+                while pong.0.load(Ordering::Acquire) != i {
+                    std::hint::spin_loop();
+                }
+                // The first 100 warm up the lines and the other thread.
+                if i > 100 {
+                    trips.push((dsm::host::monotonic_ns() - t0) / 2);
+                }
+            }
+            median_us(trips)
+        })
+    }
+
+    /// 100 copies between two warm 8 KiB buffers per sample.
+    fn page_copy_us() -> f64 {
+        let src = vec![7u8; Self::PAGE_BYTES];
+        let mut dst = vec![0u8; Self::PAGE_BYTES];
+        let mut samples = Vec::with_capacity(200);
+        for _ in 0..200 {
+            let t0 = dsm::host::monotonic_ns();
+            for _ in 0..100 {
+                dst.copy_from_slice(std::hint::black_box(&src));
+                std::hint::black_box(&mut dst);
+            }
+            samples.push((dsm::host::monotonic_ns() - t0) / 100);
+        }
+        median_us(samples)
+    }
+
+    fn yardstick_us(&self, y: Yardstick) -> f64 {
+        match y {
+            Yardstick::FaultAndCopy => self.fault_round_trip_us + self.page_copy_us,
+            Yardstick::Message => self.one_way_message_us,
+        }
+    }
+
+    fn print(&self, mode: ExecMode) {
+        outln!(
+            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us, one-way message {:.2} us, 8 KiB page copy {:.2} us; fault+copy {:.2} us",
+            self.fault_round_trip_us,
+            self.one_way_message_us,
+            self.page_copy_us,
+            self.yardstick_us(Yardstick::FaultAndCopy)
+        );
+    }
+}
+
+fn max_us(v: &[u64]) -> f64 {
+    v.iter().max().map_or(f64::NAN, |&m| m as f64 / 1e3)
+}
+
 fn median_us(mut v: Vec<u64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -134,10 +250,20 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 })
                 .collect::<Result<_, _>>()?;
             for mode in modes(&exec)? {
+                // A node process only serves the runs; the launcher measures and prints.
+                let limits = match clock {
+                    dsm::ClockMode::Wall if !dsm::host::is_node_process() => {
+                        let l = HostLimits::measure()?;
+                        l.print(mode);
+                        Some(l)
+                    }
+                    _ => None,
+                };
                 let mut measured = Vec::new();
                 for &v in &variants {
                     for &b in &backends {
-                        if let Some(t) = bench_proto(v, b, mode, a.iters, &timing)? {
+                        if let Some(t) = bench_proto(v, b, mode, a.iters, &timing, limits.as_ref())?
+                        {
                             measured.push((v, t));
                         }
                     }
@@ -407,6 +533,11 @@ struct ProtoTimes {
     lock_uncontended: f64,
     lock_contended: f64,
     barrier: f64,
+    /// The slowest page fetch and write fault (us), for their spread.
+    #[serde(default)]
+    page_fetch_max: f64,
+    #[serde(default)]
+    write_fault_twin_max: f64,
     /// Barrier of 8 nodes x 4 processors (modeled clock only).
     #[serde(default)]
     barrier_32: f64,
@@ -418,8 +549,10 @@ fn bench_proto(
     mode: ExecMode,
     iters: usize,
     timing: &Timing,
+    limits: Option<&HostLimits>,
 ) -> anyhow::Result<Option<ProtoTimes>> {
-    let pages = 256usize.min(iters.max(64));
+    // Up to 1,000 fetches, enough for a spread (max / median) that means something.
+    let pages = iters.clamp(64, 1000);
     let words = 8192 / 8;
     let r = Cluster::new(timed_config(v, backend, mode, 2, 1, timing)).run(|s| {
         let a = s.alloc_named::<u64>(pages * words, "bench pages");
@@ -443,6 +576,7 @@ fn bench_proto(
                     std::hint::black_box(a.get(pg * words));
                     s.push(p.now_ns() - t0);
                 }
+                t.page_fetch_max = max_us(&s);
                 t.page_fetch = median_us(s);
                 let mut s = Vec::new();
                 for pg in 0..pages {
@@ -450,6 +584,7 @@ fn bench_proto(
                     a.set(pg * words + 1, 2);
                     s.push(p.now_ns() - t0);
                 }
+                t.write_fault_twin_max = max_us(&s);
                 t.write_fault_twin = median_us(s);
                 // Release of all those dirty pages.
                 lock_far.acquire(p);
@@ -538,51 +673,53 @@ fn bench_proto(
             v.name, timing.platform.name, timing.network.name
         ),
     };
-    outln!(
-        "proto {tag}: page fetch (read fault, remote home)  {:8.2} us",
-        t.page_fetch
+    // Beside each wall-clock figure, its ratio to this host's limit for it, measured in
+    // the same run: a fault (round trip and page copy) for what faults or releases pages,
+    // a one-way message for locks and barriers.
+    let row = |what: &str, us: f64, per: Yardstick, extra: &str| {
+        let ratio = limits
+            .map(|l| format!("  {:6.2}x {}", us / l.yardstick_us(per), per.name()))
+            .unwrap_or_default();
+        outln!("proto {tag}: {what:<36} {us:8.2} us{ratio}{extra}");
+    };
+    let spread = |max: f64, med: f64| format!("  (max {max:.1} us, max/median {:.1})", max / med);
+    let fault = Yardstick::FaultAndCopy;
+    let message = Yardstick::Message;
+    row(
+        "page fetch (read fault, remote home)",
+        t.page_fetch,
+        fault,
+        &spread(t.page_fetch_max, t.page_fetch),
     );
-    outln!(
-        "proto {tag}: write fault with twin                 {:8.2} us",
-        t.write_fault_twin
+    row(
+        "write fault with twin",
+        t.write_fault_twin,
+        fault,
+        &spread(t.write_fault_twin_max, t.write_fault_twin),
     );
-    outln!(
-        "proto {tag}: release with a diff of one word       {:8.2} us",
-        t.diff_word
+    row("release with a diff of one word", t.diff_word, fault, "");
+    row("release with a diff of 1% of a page", t.diff_1, fault, "");
+    row("release with a diff of 10%", t.diff_10, fault, "");
+    row("release with a diff of 100%", t.diff_100, fault, "");
+    row("release of 64 dirty pages", t.release_64, fault, "");
+    row(
+        "lock acquire, uncontended, remote",
+        t.lock_uncontended,
+        message,
+        "",
     );
-    outln!(
-        "proto {tag}: release with a diff of 1% of a page   {:8.2} us",
-        t.diff_1
+    row(
+        "lock acquire, contended by 2 nodes",
+        t.lock_contended,
+        message,
+        "",
     );
-    outln!(
-        "proto {tag}: release with a diff of 10%            {:8.2} us",
-        t.diff_10
-    );
-    outln!(
-        "proto {tag}: release with a diff of 100%           {:8.2} us",
-        t.diff_100
-    );
-    outln!(
-        "proto {tag}: release of 64 dirty pages             {:8.2} us",
-        t.release_64
-    );
-    outln!(
-        "proto {tag}: lock acquire, uncontended, remote     {:8.2} us",
-        t.lock_uncontended
-    );
-    outln!(
-        "proto {tag}: lock acquire, contended by 2 nodes    {:8.2} us",
-        t.lock_contended
-    );
-    outln!(
-        "proto {tag}: barrier, 2 nodes                      {:8.2} us",
-        t.barrier
-    );
+    row("barrier, 2 nodes", t.barrier, message, "");
     if let Some(b4) = b4 {
-        outln!("proto {tag}: barrier, 4 nodes                      {b4:8.2} us");
+        row("barrier, 4 nodes", b4, message, "");
     }
     if let Some(b) = b32 {
-        outln!("proto {tag}: barrier, 8 nodes x 4                  {b:8.2} us");
+        row("barrier, 8 nodes x 4", b, message, "");
     }
     let mut t = t;
     t.barrier_32 = b32.unwrap_or(f64::NAN);

@@ -105,6 +105,7 @@ where
         &view,
         fabric.heap_ptr(ctx.node, 0) as usize,
         cfg.page_bytes,
+        heap_used,
     )
     .map_err(|e| format!("cannot set up the {} fault backend: {e}", cfg.backend))?;
     let mut node = Node::new(
