@@ -78,9 +78,7 @@
 //!
 //! A thread that spins and serves (a processor with a [`Serve`] hook, or the idle service)
 //! counts itself in its doorbell's `serving` while it spins. A sender that finds `serving`
-//! non-zero after landing its message (and a SeqCst fence), on a host that other programs
-//! do not fill (a spinner switched out for milliseconds would hold the message that
-//! long: under load a bench's fetch took 10 ms), rings nobody: it sets the
+//! non-zero after landing its message (and a SeqCst fence) rings nobody: it sets the
 //! bell's `mail` flag, and looks at `serving` once more, ringing as usual if it has
 //! dropped to zero meanwhile. A spinner swaps `mail` to zero before each time it serves,
 //! and when it stops spinning it leaves `serving` (SeqCst) and swaps `mail`: if it was
@@ -494,10 +492,7 @@ pub(crate) fn wake_receiver(control: &Control, node: usize) {
     }
     let bell = control.bell(node);
     fence(Ordering::SeqCst);
-    // On a host full of other programs a spinner may be switched out for milliseconds
-    // with the message in its hands: ring as usual then.
-    let host_full = control.load().is_some_and(|(cores, _)| host_full(cores));
-    if !host_full && bell.serving.load(Ordering::SeqCst) > 0 {
+    if bell.serving.load(Ordering::SeqCst) > 0 {
         bell.mail.store(1, Ordering::SeqCst);
         if bell.serving.load(Ordering::SeqCst) > 0 {
             return;
