@@ -311,11 +311,10 @@ impl<'a> Seam<'a> {
         // A processor that serves, or the idle service, handles its node's messages while
         // it spins: count it, so that a sender need not wake anybody and a waiter for this
         // node's answer knows the answer needs no wake-up.
-        // Counted from the first look on, as the clock is read from there: a wait that ends
-        // within a few dozen checks (a lock's loopback) costs neither.
-        let serves = self.serve.is_some() || what == WaitFor::Messages;
-        let mut _serving = None;
-        let mut clock: Option<(Instant, Instant)> = None;
+        let _serving = (self.serve.is_some() || what == WaitFor::Messages)
+            .then(|| Serving::new(self.control, self.node));
+        let start = Instant::now();
+        let mut last = start;
         let mut yielding = false;
         for check in 1u32.. {
             if ready() {
@@ -325,9 +324,7 @@ impl<'a> Seam<'a> {
                 self.take_mail();
                 self.serve_now();
                 // Serving is work, not a switch-out: the next look measures from here.
-                if let Some((_, last)) = clock.as_mut() {
-                    *last = Instant::now();
-                }
+                last = Instant::now();
             }
             if yielding {
                 if check > YIELD_CHECKS || !self.may_spin(what, Duration::ZERO, budget) {
@@ -336,15 +333,10 @@ impl<'a> Seam<'a> {
                 std::thread::yield_now();
                 continue;
             }
-            if check % LOOK_EVERY == 0 {
+            if check % LOOK_EVERY == 1 {
                 let now = Instant::now();
-                if serves && _serving.is_none() {
-                    _serving = Some(Serving::new(self.control, self.node));
-                }
-                let (start, last) = clock.get_or_insert((now, now));
-                let switched_out = now - *last >= SWITCHED_OUT;
-                *last = now;
-                let start = *start;
+                let switched_out = now - last >= SWITCHED_OUT;
+                last = now;
                 if !self.may_spin(what, now - start, budget) {
                     return false;
                 }
