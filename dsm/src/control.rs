@@ -6,10 +6,7 @@
 //!
 //! - the abort flag: non-zero once any node failed; every wait of the runtime gives up;
 //! - the first failure: which node failed first and why ([`Control::fail`]);
-//! - each node's doorbell, on which its parked threads sleep (`crate::wait`), with the
-//!   counts the wait policy reads: threads asleep, and threads spinning that serve the
-//!   node's messages;
-//! - the cluster's runtime threads and the host's cores they share (`crate::wait`, "Policy");
+//! - each node's doorbell, on which its parked threads sleep (`crate::wait`);
 //! - each node's status (state, pid, result length) for the launcher;
 //! - each node's heartbeat, bumped while its service polls and watched by the launcher.
 //!
@@ -45,61 +42,17 @@ struct Padded<T>(T);
 /// waiter's own flag) non-zero bumps the word and wakes them. It stands for the adapter's
 /// receive interrupt, which is why a node may look at another node's doorbell. The
 /// protocol between sleepers and wakers is in `crate::wait`.
-///
-/// `asleep` and `serving` only inform the wait policy (`crate::wait`, "Policy"); no
-/// wake-up depends on them, so a count that is briefly off costs time, never progress.
 #[repr(C)]
 pub(crate) struct Doorbell {
     pub(crate) word: AtomicU32,
     pub(crate) parked: AtomicU32,
-    /// The idle service thread's own word and parked count (its wait for messages): a
-    /// message to the node wakes the service alone, not the processors parked for their
-    /// replies.
-    pub(crate) service_word: AtomicU32,
-    pub(crate) service_parked: AtomicU32,
-    /// Threads of the node asleep in the kernel on `word`: a sleeper adds itself before it
-    /// sleeps; the waker that wakes it takes it off (so a woken thread counts as runnable
-    /// from the moment it is woken, not from when it gets a core); a sleeper that wakes
-    /// for another reason (timeout, the word changed) takes itself off.
-    pub(crate) asleep: AtomicU32,
-    /// Threads of the node spinning in a wait that serves the node's messages (a
-    /// processor that polls, or the idle service thread): a message to the node is
-    /// handled without waking anybody while it is non-zero.
-    pub(crate) serving: AtomicU32,
-    /// Set by a sender that left a message to the node's serving spinners instead of
-    /// ringing; the spinner that stops spinning with it set rings (`crate::wait`,
-    /// "Messages to a node that polls").
-    pub(crate) mail: AtomicU32,
 }
 
 impl Doorbell {
-    /// Wakes every thread parked on `word` (all but the idle service), unconditionally,
-    /// and takes the threads it woke off `asleep`.
+    /// Wakes every thread parked on this bell, unconditionally.
     pub(crate) fn ring(&self) {
-        Self::ring_word(&self.word, &self.asleep);
-    }
-
-    /// Wakes the idle service thread if it sleeps on `service_word`.
-    pub(crate) fn ring_service(&self) {
-        Self::ring_word(&self.service_word, &self.asleep);
-    }
-
-    fn ring_word(word: &AtomicU32, asleep: &AtomicU32) {
-        word.fetch_add(1, Ordering::SeqCst);
-        let woken = sys::futex_wake(word, i32::MAX as u32);
-        if woken > 0 {
-            let _ = asleep.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| {
-                Some(a.saturating_sub(woken))
-            });
-        }
-    }
-
-    /// Takes `n` threads off `asleep` (never below zero: a count that is off by one for an
-    /// instant must not wrap).
-    pub(crate) fn leave_sleep(&self, n: u32) {
-        let _ = self
-            .asleep
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| Some(a.saturating_sub(n)));
+        self.word.fetch_add(1, Ordering::SeqCst);
+        sys::futex_wake(&self.word, i32::MAX as u32);
     }
 }
 
@@ -127,11 +80,6 @@ pub(crate) mod node_state {
 pub(crate) struct Control {
     /// The number of nodes whose bells [`Control::abort`] rings.
     nodes: AtomicU32,
-    /// The runtime threads of the cluster (processors and service threads of all its
-    /// nodes), 0 if the launcher did not say.
-    threads: AtomicU32,
-    /// The host cores those threads may run on, 0 if the launcher did not say.
-    cores: AtomicU32,
     /// Non-zero once any node failed: every wait in the runtime gives up.
     abort: AtomicU32,
     bell: [Padded<Doorbell>; MAX_NODES],
@@ -164,29 +112,6 @@ impl Control {
         self.nodes.store(nodes as u32, Ordering::Relaxed);
     }
 
-    /// Records how many runtime threads the cluster runs and on how many cores (the
-    /// launcher, before any node starts).
-    pub(crate) fn set_threads(&self, threads: usize, cores: usize) {
-        self.threads.store(threads as u32, Ordering::Relaxed);
-        self.cores.store(cores as u32, Ordering::Relaxed);
-    }
-
-    /// The cores the cluster's threads share and how many of those threads are runnable
-    /// (not asleep on a doorbell) right now, or `None` if the launcher did not say.
-    pub(crate) fn load(&self) -> Option<(u32, u32)> {
-        let (threads, cores) = (
-            self.threads.load(Ordering::Relaxed),
-            self.cores.load(Ordering::Relaxed),
-        );
-        if threads == 0 || cores == 0 {
-            return None;
-        }
-        let asleep: u32 = (0..self.nodes.load(Ordering::Relaxed) as usize)
-            .map(|n| self.bell(n).asleep.load(Ordering::Relaxed))
-            .sum();
-        Some((cores, threads.saturating_sub(asleep)))
-    }
-
     pub(crate) fn bell(&self, node: usize) -> &Doorbell {
         &self.bell[node].0
     }
@@ -200,7 +125,6 @@ impl Control {
         self.abort.store(1, Ordering::SeqCst);
         for node in 0..self.nodes.load(Ordering::Relaxed) as usize {
             self.bell(node).ring();
-            self.bell(node).ring_service();
         }
     }
 

@@ -322,12 +322,6 @@ where
         run_as_node_process(layout, &node_main);
     }
     let fabric = Fabric::create(layout, &spec.profile)?;
-    // The wait policy's view of the host (`crate::wait`, "Policy"): a `Cluster` node runs
-    // its processors and a service thread. A raw launch has no service thread and is
-    // counted one thread too many per node, which only makes its waits park sooner.
-    fabric
-        .control()
-        .set_threads(spec.nodes * (spec.procs + 1), sys::allowed_cpus().len());
     match spec.mode {
         ExecMode::Threads => launch_threads(&fabric, stall_timeout, &node_main),
         ExecMode::Processes => launch_processes(spec, &fabric, run, stall_timeout),

@@ -253,15 +253,6 @@ pub fn populate_shared(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     populated
 }
 
-/// The threads of the whole host that are runnable right now (running or waiting for a
-/// core), the reader included: the fourth field of `/proc/loadavg`. `None` if it cannot be
-/// read.
-pub fn host_runnable_threads() -> Option<u32> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let field = text.split_whitespace().nth(3)?;
-    field.split('/').next()?.parse().ok()
-}
-
 /// Why [`read_regular_file`] read nothing.
 #[derive(Debug)]
 pub enum ReadError {
@@ -387,10 +378,8 @@ pub fn default_sigpipe() {
 
 /// Sleeps while `*word == expected`, at most `timeout`. Works across processes when the
 /// word lies in a shared mapping (the futex is not private). Spurious wake-ups happen;
-/// callers re-check their condition. Returns true if a [`futex_wake`] on the word woke
-/// this thread (and so counted it in what it returned), false if it did not sleep (the
-/// word had changed), timed out or was interrupted.
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+/// callers re-check their condition.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs() as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -400,7 +389,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: word is a valid, aligned u32 for the duration of the call; FUTEX_WAIT only
     // reads it.
-    let rc = unsafe {
+    unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -409,17 +398,16 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
             ts_ptr,
             0usize,
             0u32,
-        )
-    };
-    rc == 0
+        );
+    }
 }
 
-/// Wakes up to `n` waiters on `word` and returns how many it woke. The kernel reads `n`
-/// as a signed int: pass at most `i32::MAX` (larger values wake one waiter).
-pub fn futex_wake(word: &AtomicU32, n: u32) -> u32 {
+/// Wakes up to `n` waiters on `word`. The kernel reads `n` as a signed int: pass at most
+/// `i32::MAX` (larger values wake one waiter).
+pub fn futex_wake(word: &AtomicU32, n: u32) {
     let n = n.min(i32::MAX as u32);
     // SAFETY: word is a valid, aligned u32; FUTEX_WAKE does not access it.
-    let woken = unsafe {
+    unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -428,9 +416,8 @@ pub fn futex_wake(word: &AtomicU32, n: u32) -> u32 {
             0usize,
             0usize,
             0u32,
-        )
-    };
-    u32::try_from(woken).unwrap_or(0)
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------
