@@ -481,6 +481,11 @@ impl Sched {
         (0..self.procs).map(move |l| self.id_of(node, Some(l)))
     }
 
+    /// The ids of `node`'s activities: its processors, in order, then its service.
+    fn activities_of(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        self.processors_of(node).chain([self.id_of(node, None)])
+    }
+
     /// Wakes activities of `node` blocked for what `wake` says, at virtual time `t`.
     fn wake_locked(&self, st: &mut State, node: usize, wake: Wake, t: u64) {
         let blocked = |i: usize| matches!(st.acts[i].run, Run::Blocked { .. });
@@ -488,8 +493,7 @@ impl Sched {
             Wake::Nobody => Vec::new(),
             Wake::Act(i) => blocked(i).then_some(i).into_iter().collect(),
             Wake::Flag(addr) => self
-                .processors_of(node)
-                .chain([self.id_of(node, None)])
+                .activities_of(node)
                 .filter(|&i| matches!(st.acts[i].run, Run::Blocked { flag, .. } if flag == addr))
                 .collect(),
             Wake::Slot(slot) => {
@@ -508,13 +512,11 @@ impl Sched {
                 blocked.then_some(server).into_iter().collect()
             }
             Wake::All => self
-                .processors_of(node)
-                .chain([self.id_of(node, None)])
+                .activities_of(node)
                 .filter(|&i| blocked(i))
                 .collect(),
             Wake::Memory { lo, hi } => self
-                .processors_of(node)
-                .chain([self.id_of(node, None)])
+                .activities_of(node)
                 .filter(|&i| match st.acts[i].run {
                     Run::Blocked {
                         what, flag, watch, ..
