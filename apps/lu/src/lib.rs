@@ -28,8 +28,9 @@
 //!
 //! ```text
 //! let (layout, owners) = parallel_layout(variant, n, block_size, config)?;
-//! generate(a, layout, |bi, bj| owner(bi, bj) == id)   // each processor its own blocks
-//! BARRIER                                             // input complete
+//! LU:  end_initialization; generate(a, .., id == 0); BARRIER   // CREATE, then InitA
+//! CLU: generate(a, .., id == 0); end_initialization            // InitA, then CREATE
+//! touch_own_blocks(a, layout, owners, id); BARRIER              // TouchA
 //! start timing                                        // SPLASH-2 times the factorization
 //! for bk in 0..nblocks:                               // factor_parallel(mem, .., id)
 //!     if owner(bk, bk) == id: factor_diagonal(a, layout, bk)
@@ -52,13 +53,24 @@
 //! gets the sequential result bit for bit, never writes a block it does not own, and
 //! differs when a barrier is left out.
 //!
-//! SPLASH-2's master initializes the matrix (`InitA`), then every processor reads its own
-//! blocks (`TouchA`) before the timed part; with the paper's homes ("the first node to
-//! touch the page after initialization", section 2.3.1) that makes each page's home the
-//! node of the processor that owns it. So does this version: processor 0 writes the whole
-//! matrix, every processor ends initialization (`dsm::Barrier::end_initialization`),
-//! reads its own blocks, and passes a barrier; the timed region starts after it, as
-//! SPLASH-2's does.
+//! # Initialization and homes
+//!
+//! In both SPLASH-2 programs the master writes the whole matrix (`InitA`), every
+//! processor then reads its own blocks (`TouchA`), and a barrier precedes the timed part.
+//! They differ in *when the master writes*: the contiguous program (`contiguous_blocks/
+//! lu.C`, CLU) calls `InitA` in `main` before `CREATE`, while the processes do not exist
+//! yet; the non-contiguous one (`non_contiguous_blocks/lu.C`, LU) creates its processes
+//! first and calls `InitA` afterwards, while they wait at `OneSolve`'s first barrier.
+//! The paper homes a page at "the first node to touch the page after initialization"
+//! (section 2.3.1), and a program's initialization is what it does before it creates
+//! its processes; so this version ends initialization (`dsm::Barrier::end_initialization`)
+//! where each program calls `CREATE`:
+//! - CLU after processor 0's `InitA`: the first touch afterwards is `TouchA`, which homes
+//!   each page on its owner's node (3,584 of 4,096 pages move at 8 x 4).
+//! - LU before it: processor 0's `InitA` is the first touch, so node 0 is every page's
+//!   home and holds a copy of it, and the other nodes write their blocks into pages homed
+//!   and shared on node 0. Under the first-touch variants those pages are never exclusive
+//!   and are diffed at every release; the -Mg variants move each to its writer.
 //!
 //! (An earlier version, before the DSM had first touch after initialization, had each
 //! processor initialize its own blocks instead: with homes by the first touch of the whole

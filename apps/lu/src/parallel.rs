@@ -67,10 +67,10 @@ pub fn parallel_layout(
 
 /// Runs the parallel factorization of `variant` on a cluster configured by `config`.
 ///
-/// Each processor generates its own blocks (every processor walks the whole random
-/// stream, as [`generate`] does), so the first touch of a page, and with it its home, is
-/// its owner's node: the homes the paper's "first touch after initialization" gives after
-/// SPLASH-2's `TouchA`, where each processor reads its own blocks. Processor 0 keeps its
+/// Processor 0 writes the matrix (`InitA`; every processor walks the random stream, as
+/// [`generate`] does, to compute the right-hand side), initialization ends where the
+/// variant's SPLASH-2 program creates its processes (crate doc, "Initialization and
+/// homes"), and every processor reads its own blocks (`TouchA`). Processor 0 keeps its
 /// right-hand side (private in SPLASH-2 as well) for the final check, which it runs on
 /// the shared matrix after the last barrier.
 pub fn run_parallel(
@@ -87,11 +87,21 @@ pub fn run_parallel(
         move |p: &dsm::Proc| -> Option<AppResult> {
             let id = p.id();
             let mut mem = DsmMatrix { a, bar, p };
+            // Where the program creates its processes, its initialization ends (2.3.1):
+            // SPLASH-2's non-contiguous LU creates them before its master writes the
+            // matrix, the contiguous one after (crate doc, "Initialization and homes").
+            if variant == Variant::NonContiguous {
+                bar.end_initialization(p);
+            }
             // SPLASH-2's master writes the whole matrix (`InitA`); every processor computes
             // the right-hand side, as the master's does.
             let rhs = generate(mem.view(), layout, |_, _| id == 0);
-            // The input is complete; homes go to the first touchers from here (2.3.1).
-            bar.end_initialization(p);
+            if variant == Variant::Contiguous {
+                bar.end_initialization(p);
+            } else {
+                // Every processor waits for the master's input (`BARRIER(Global->start)`).
+                mem.barrier();
+            }
             // `TouchA`: every processor reads its own blocks, so that the homes of their
             // pages are the owners' nodes (where several owners share a page, the first).
             touch_own_blocks(mem.view(), layout, owners, id);
