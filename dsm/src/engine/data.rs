@@ -14,11 +14,11 @@
 //!   along with the master copy, so nothing is lost and nothing applied twice.
 
 use super::{Node, PageGuard};
-use crate::config::{DataStrategy, MetadataStrategy};
+use crate::config::DataStrategy;
 use crate::diff;
 use crate::ids::PageId;
 use crate::page::PageState;
-use crate::stats::{Clock, NodeCounters};
+use crate::stats::NodeCounters;
 use crate::wire::{kind, DiffWriter, Reply};
 use std::sync::atomic::Ordering;
 
@@ -142,52 +142,8 @@ impl Node {
                     }
                     first = false;
                 }
-                match self.protocol.metadata {
-                    MetadataStrategy::HomeHeld => sharers,
-                    MetadataStrategy::Replicated => self.dir.sharers(&self.net, p, st),
-                }
+                self.sharers_after_diff(p, st, sharers)
             }
-        }
-    }
-
-    /// Home-held metadata: write notices travel as explicit messages, acknowledged before
-    /// the release completes. Notices to different nodes overlap (section 3.1): each round
-    /// sends one message to every node that still has notices, then waits for all their
-    /// acknowledgements.
-    pub(super) fn send_notice_messages(&self, targets: &[(usize, &[u32])]) {
-        let per_message = (crate::net::MAX_MESSAGE_BYTES - 16) / 4;
-        let rounds = targets
-            .iter()
-            .map(|(_, pages)| pages.len().div_ceil(per_message))
-            .max()
-            .unwrap_or(0);
-        let seam = self.seam();
-        for round in 0..rounds {
-            let payloads: Vec<(usize, Vec<u8>)> = targets
-                .iter()
-                .filter_map(|&(to, pages)| {
-                    let chunk = pages.chunks(per_message).nth(round)?;
-                    let mut buf = Vec::new();
-                    let list = crate::wire::PageList::encode_from(
-                        chunk.iter().map(|&p| PageId(p)),
-                        &mut buf,
-                    );
-                    let mut payload = Vec::new();
-                    crate::wire::Msg::Notice { pages: list }.encode(&mut payload);
-                    Some((to, payload))
-                })
-                .collect();
-            let batch: Vec<(usize, &[u8])> =
-                payloads.iter().map(|(to, p)| (*to, p.as_slice())).collect();
-            self.check_not_finished(kind::NOTICE);
-            super::rules::check_may_wait_on_network(self.id, |q| {
-                self.pages.known_home(q) == Some(self.id)
-            });
-            Clock::message(|| {
-                self.net
-                    .request_all_via(&seam, kind::NOTICE, super::my_slot(self), &batch)
-            })
-            .unwrap_or_else(|e| Self::net_err(e));
         }
     }
 }

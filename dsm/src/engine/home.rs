@@ -33,7 +33,7 @@
 //!   network address space, which needs a global synchronization (2.3.5).
 
 use super::Node;
-use crate::config::{HomePolicy, MetadataStrategy};
+use crate::config::HomePolicy;
 use crate::page::{Access, PageState};
 use std::sync::atomic::Ordering;
 
@@ -43,10 +43,7 @@ impl Node {
         if self.protocol.home != HomePolicy::Migrating {
             return false;
         }
-        match self.protocol.metadata {
-            MetadataStrategy::Replicated => !self.dir.home_writing(&self.net, p, st.home_node()),
-            MetadataStrategy::HomeHeld => !st.home_writing,
-        }
+        !self.home_is_writing(p, st)
     }
 }
 
