@@ -1260,6 +1260,15 @@ pub fn raise_stop() {
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
 }
 
+#[cfg(feature = "mpi")]
+/// Runs `f` when the process exits normally (`exit`, or a return from `main`), after
+/// every function registered later (`atexit`).
+pub fn at_exit(f: extern "C" fn()) {
+    // SAFETY: atexit stores a function pointer that stays valid for the life of the
+    // process (a plain `extern "C" fn`); it touches no memory of ours.
+    let _ = unsafe { libc::atexit(f) };
+}
+
 /// True while a process with this pid exists (a zombie counts until it is reaped).
 pub fn process_exists(pid: u32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()

@@ -355,6 +355,84 @@ pub(crate) fn launcher_wait(children: &[&sys::NodeProcess]) {
     sys::wait_node_processes(children, LAUNCHER_LOOK);
 }
 
+/// The waits of the MPI transport, whose arrivals cannot ring a doorbell.
+#[cfg(feature = "mpi")]
+mod polling {
+    use std::time::Duration;
+
+    /// Looks of a [`Poller`] that spin before it yields between looks.
+    const POLL_SPINS: u32 = 256;
+    /// Looks of a [`Poller`] that yield before it sleeps between looks.
+    const POLL_YIELDS: u32 = 2_048;
+    /// A [`Poller`]'s first sleep between looks; each further one doubles, up to
+    /// [`POLL_SLEEP_MAX`].
+    const POLL_SLEEP_MIN: Duration = Duration::from_micros(20);
+    /// The longest a [`Poller`] sleeps between looks: the most an idle node adds to the
+    /// latency of a message that finds it asleep.
+    const POLL_SLEEP_MAX: Duration = Duration::from_micros(200);
+
+    /// The idle policy of a thread that must look for arrivals because none of them can ring
+    /// a doorbell: the MPI transport's progress thread (`crate::net`), since a message from
+    /// another MPI rank cannot wake a futex of this process. After an arrival it looks again
+    /// at once; after `POLL_SPINS` empty looks it yields between looks, after
+    /// `POLL_YIELDS` more it sleeps, 20 us at first and twice as long each time up to 200 us.
+    /// A thread of the node that expects an arrival soon (it sent a request) ends the sleep
+    /// with [`Poller::kick`]. The sleep only bounds how often an idle poller looks; no
+    /// arrival waits for it longer than `POLL_SLEEP_MAX`.
+    pub struct Poller {
+        empty: u32,
+        sleep: Duration,
+    }
+
+    impl Default for Poller {
+        fn default() -> Self {
+            Poller {
+                empty: 0,
+                sleep: POLL_SLEEP_MIN,
+            }
+        }
+    }
+
+    impl Poller {
+        /// Something arrived: look again at once, and closely for a while.
+        pub fn busy(&mut self) {
+            self.empty = 0;
+            self.sleep = POLL_SLEEP_MIN;
+        }
+
+        /// Nothing arrived: spin, yield or sleep before the next look (the type's doc).
+        pub fn idle(&mut self) {
+            self.empty = self.empty.saturating_add(1);
+            if self.empty < POLL_SPINS {
+                std::hint::spin_loop();
+            } else if self.empty < POLL_SPINS + POLL_YIELDS {
+                std::thread::yield_now();
+            } else {
+                std::thread::park_timeout(self.sleep);
+                self.sleep = (self.sleep * 2).min(POLL_SLEEP_MAX);
+            }
+        }
+
+        /// Ends the sleep of the poller running on `thread`, and its next one if it is not
+        /// asleep yet (the thread's park token).
+        pub fn kick(thread: &std::thread::Thread) {
+            thread.unpark();
+        }
+    }
+
+    /// Sleeps until the process is killed: an MPI rank whose run failed waits here for the
+    /// `MPI_Abort` of the rank that reports the failure (`crate::launch`, "MPI ranks"). It
+    /// takes no core meanwhile.
+    pub fn until_killed() -> ! {
+        loop {
+            std::thread::park_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+pub(crate) use polling::{until_killed, Poller};
+
 /// A node-local lock whose waiters wait through the [`Seam`] (and so serve messages, give
 /// up on abort, and are visible to the modeled-time scheduler).
 ///

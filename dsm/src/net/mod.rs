@@ -42,6 +42,8 @@
 
 mod endpoint;
 mod fabric;
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
 mod msg;
 pub(crate) mod timing;
 mod transport;
@@ -101,6 +103,8 @@ pub enum NetError {
     Message(#[from] MsgError),
     #[error("cannot set up the fabric: {0}{hint}", hint = fabric_hint(.0))]
     Io(#[from] std::io::Error),
+    #[error("cannot start MPI: {0}")]
+    Mpi(String),
     #[error("the inherited fabric does not match this program's configuration ({0}); run the same binary with the same arguments on every node")]
     Mismatch(String),
 }
@@ -186,6 +190,12 @@ impl Net {
     /// Node `node`'s handle on the simulated fabric.
     pub fn new(fabric: Arc<Fabric>, node: usize) -> Net {
         Net::over(Endpoint::Fabric(Port::new(fabric, node)))
+    }
+
+    /// Node `link`'s handle on the MPI transport (`mpi.rs`).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn over_mpi(link: Arc<mpi::MpiLink>) -> Net {
+        Net::over(Endpoint::Mpi(mpi::MpiPort::new(link)))
     }
 
     /// A handle on any transport.
