@@ -360,25 +360,25 @@ pub(crate) fn launcher_wait(children: &[&sys::NodeProcess]) {
 mod polling {
     use std::time::Duration;
 
-    /// Looks of a [`Poller`] that spin before it yields between looks.
+    /// Looks of a [`Poller`] that spin before it sleeps between looks.
     const POLL_SPINS: u32 = 256;
-    /// Looks of a [`Poller`] that yield before it sleeps between looks.
-    const POLL_YIELDS: u32 = 2_048;
     /// A [`Poller`]'s first sleep between looks; each further one doubles, up to
     /// [`POLL_SLEEP_MAX`].
-    const POLL_SLEEP_MIN: Duration = Duration::from_micros(20);
+    const POLL_SLEEP_MIN: Duration = Duration::from_micros(10);
     /// The longest a [`Poller`] sleeps between looks: the most an idle node adds to the
     /// latency of a message that finds it asleep.
-    const POLL_SLEEP_MAX: Duration = Duration::from_micros(200);
+    const POLL_SLEEP_MAX: Duration = Duration::from_micros(100);
 
-    /// The idle policy of a thread that must look for arrivals because none of them can ring
-    /// a doorbell: the MPI transport's progress thread (`crate::net`), since a message from
-    /// another MPI rank cannot wake a futex of this process. After an arrival it looks again
-    /// at once; after `POLL_SPINS` empty looks it yields between looks, after
-    /// `POLL_YIELDS` more it sleeps, 20 us at first and twice as long each time up to 200 us.
-    /// A thread of the node that expects an arrival soon (it sent a request) ends the sleep
-    /// with [`Poller::kick`]. The sleep only bounds how often an idle poller looks; no
-    /// arrival waits for it longer than `POLL_SLEEP_MAX`.
+    /// The idle policy of a thread that must look for arrivals because none of them can
+    /// ring a doorbell: the MPI transport's progress thread (`crate::net`), since a message
+    /// from another MPI rank cannot wake a futex of this process. After an arrival it looks
+    /// again at once; after `POLL_SPINS` empty looks it sleeps between looks, 10 us at
+    /// first and twice as long each time up to 100 us. It never yields instead: on a
+    /// loaded host a yield can give the core away for a whole time slice of another
+    /// program, and every message would pay it, while a thread woken from a short sleep
+    /// runs at once. A thread of the node that expects an arrival soon (it sent a
+    /// request) ends the sleep with [`Poller::kick`]. The sleep only bounds how often an
+    /// idle poller looks; no arrival waits for it longer than `POLL_SLEEP_MAX`.
     pub struct Poller {
         empty: u32,
         sleep: Duration,
@@ -405,8 +405,6 @@ mod polling {
             self.empty = self.empty.saturating_add(1);
             if self.empty < POLL_SPINS {
                 std::hint::spin_loop();
-            } else if self.empty < POLL_SPINS + POLL_YIELDS {
-                std::thread::yield_now();
             } else {
                 std::thread::park_timeout(self.sleep);
                 self.sleep = (self.sleep * 2).min(POLL_SLEEP_MAX);
