@@ -26,9 +26,12 @@
 //! tag, then `MPI_Mrecv`) and turns each arrival into what the fabric's writes would
 //! have left: a message joins the node's inbox and rings the node's doorbell; a reply or
 //! an acknowledgement fills the mailbox it names and rings the doorbell if its waiter is
-//! parked. So every thread of the node waits as on the fabric, through its [`Seam`];
-//! the progress thread alone polls, with the idle policy of [`crate::wait::Poller`], and
-//! a thread that sends a request kicks it out of its sleep, since a reply is due.
+//! parked. So every thread of the node waits as on the fabric, through its [`Seam`]. The
+//! progress thread polls with the idle policy of [`crate::wait::Poller`] (a thread that
+//! sends a request kicks it out of its sleep, since a reply is due); and a thread that
+//! waits for a reply or for messages takes arrivals off MPI itself while its wait spins
+//! (`MpiLink::pump`, from its readiness check), so a reply or a request does not wait
+//! for the progress thread's next look. One thread at a time receives.
 //!
 //! # Ordering
 //!
@@ -190,6 +193,8 @@ pub struct MpiLink {
     nodes: usize,
     fabric: Arc<Fabric>,
     inbox: Mutex<VecDeque<Envelope>>,
+    /// Held by the one thread that takes messages off MPI at a time (`MpiLink::pump`).
+    receiver: Mutex<()>,
     /// Held by the node's one poller at a time.
     consumer: Mutex<()>,
     mailboxes: Vec<Mailbox>,
@@ -257,6 +262,7 @@ impl MpiLink {
             node,
             nodes,
             inbox: Mutex::new(VecDeque::new()),
+            receiver: Mutex::new(()),
             consumer: Mutex::new(()),
             mailboxes: (0..layout.mailboxes)
                 .map(|_| Mailbox {
@@ -434,11 +440,7 @@ impl MpiLink {
         let mut last_heartbeat = u64::MAX;
         let mut forwarded = false;
         while !self.stop.load(Ordering::Acquire) {
-            if let Some(probed) = self.comm.0.any_process().immediate_matched_probe() {
-                let (bytes, status) = probed.matched_receive_vec::<u8>();
-                let from = status.source_rank() as usize;
-                self.last_heard.lock().expect("poisoned")[from] = Instant::now();
-                self.arrived(from, status.tag(), bytes);
+            if self.pump() > 0 {
                 poller.busy();
                 continue;
             }
@@ -460,6 +462,26 @@ impl MpiLink {
             }
             poller.idle();
         }
+    }
+
+    /// Takes every message that has arrived off MPI and handles it (module doc), unless
+    /// another thread of the node is doing so; returns how many there were. The progress
+    /// thread pumps all the time; a thread that waits for a reply or for messages pumps
+    /// too while it spins, so that what it waits for does not wait for the progress
+    /// thread's next look. One thread pumps at a time, so arrivals are handled in order.
+    fn pump(&self) -> usize {
+        let Ok(_receiver) = self.receiver.try_lock() else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some(probed) = self.comm.0.any_process().immediate_matched_probe() {
+            let (bytes, status) = probed.matched_receive_vec::<u8>();
+            let from = status.source_rank() as usize;
+            self.last_heard.lock().expect("poisoned")[from] = Instant::now();
+            self.arrived(from, status.tag(), bytes);
+            n += 1;
+        }
+        n
     }
 
     /// Records a peer that has been silent for the stall limit as this rank's first
@@ -753,6 +775,7 @@ impl Transport for MpiPort {
         let Ok(_consumer) = link.consumer.try_lock() else {
             return 0;
         };
+        link.pump();
         let mut handled = 0;
         loop {
             let Some(env) = link.inbox.lock().expect("poisoned").pop_front() else {
@@ -772,6 +795,7 @@ impl Transport for MpiPort {
 
     fn has_messages(&self) -> bool {
         let link = &self.link;
+        link.pump();
         link.consumer.try_lock().is_err() || !link.inbox.lock().expect("poisoned").is_empty()
     }
 
@@ -814,7 +838,10 @@ impl Transport for MpiPort {
         link.check_mailbox(link.node, slot)?;
         let mb = &link.mailboxes[slot as usize];
         seam.until_flagged(what, &mb.parked, || {
-            mb.token.load(Ordering::SeqCst) == token
+            mb.token.load(Ordering::SeqCst) == token || {
+                link.pump();
+                mb.token.load(Ordering::SeqCst) == token
+            }
         })?;
         let p = mb.payload.lock().expect("poisoned");
         out.clear();
@@ -849,10 +876,16 @@ impl Transport for MpiPort {
             kind,
             nodes: from.count_ones() as usize,
         };
-        seam.until_flagged(what, &mb.parked, || {
+        let acked = || {
             (0..link.nodes)
                 .filter(|n| from & (1u64 << n) != 0)
                 .all(|n| mb.acks[n].load(Ordering::SeqCst) == token)
+        };
+        seam.until_flagged(what, &mb.parked, || {
+            acked() || {
+                link.pump();
+                acked()
+            }
         })?;
         Ok(())
     }
