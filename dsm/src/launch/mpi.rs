@@ -131,18 +131,13 @@ fn finish_other_rank(
     }
     // The run failed. Rank 0 reports it and aborts the job, unless rank 0 is the node
     // that failed: then rank 1 does.
-    loop {
-        match link.await_verdict_or_silence_of_rank_0() {
-            Some(_) => crate::wait::until_killed(),
-            None if rank == 1 => {
-                if !matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { node: 0, .. }) {
-                    let cause = link.rank_0_silence();
-                    fabric.control().fail(0, &cause);
-                }
-                eprintln!("cashmere: {}", failure_report(fabric, None));
-                mpi::abort_job();
-            }
-            None => crate::wait::until_killed(),
+    if link.await_verdict_or_silence_of_rank_0().is_none() && rank == 1 {
+        if !matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { node: 0, .. }) {
+            let cause = link.rank_0_silence();
+            fabric.control().fail(0, &cause);
         }
+        eprintln!("cashmere: {}", failure_report(fabric, None));
+        mpi::abort_job();
     }
+    crate::wait::until_killed()
 }

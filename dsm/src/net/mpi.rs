@@ -179,9 +179,12 @@ struct Mailbox {
     acks: Vec<AtomicU32>,
 }
 
+/// A rank's result as rank 0 receives it: its bytes, or why it failed.
+pub type RankResult = Result<Vec<u8>, String>;
+
 /// What rank 0 gathers at the end of a run.
 struct Gather {
-    results: Vec<Option<Result<Vec<u8>, String>>>,
+    results: Vec<Option<RankResult>>,
     verdict: Option<bool>,
 }
 
@@ -348,7 +351,7 @@ impl MpiLink {
     }
 
     /// Sends this rank's result to rank 0.
-    pub fn send_result(&self, result: &Result<Vec<u8>, String>) {
+    pub fn send_result(&self, result: &RankResult) {
         let mut bytes = Vec::new();
         match result {
             Ok(b) => {
@@ -365,7 +368,7 @@ impl MpiLink {
 
     /// Rank 0: waits for every other rank's result, or for the cluster to abort. Returns
     /// them in node order (`None` for this rank's own place).
-    pub fn gather(&self) -> Result<Vec<Option<Result<Vec<u8>, String>>>, wait::Aborted> {
+    pub fn gather(&self) -> Result<Vec<Option<RankResult>>, wait::Aborted> {
         self.seam().until(WaitFor::Results, || {
             let g = self.gather.lock().expect("poisoned");
             g.results.iter().skip(1).all(Option::is_some)
