@@ -91,8 +91,8 @@ impl Mapping {
         self.ptr.as_ptr() as usize
     }
 
-    /// The mapping's length in bytes (the userfaultfd backend registers the whole view).
-    #[cfg(feature = "userfaultfd")]
+    /// The mapping's length in bytes (the userfaultfd backend registers the whole view;
+    /// the mprotect backend populates the used part of it).
     pub fn len(&self) -> usize {
         self.len
     }
