@@ -54,11 +54,26 @@
 //! thread mode (no start-up beat) a node's heartbeat is watched only once every node is
 //! past the start-up barrier.
 //!
+//! # MPI ranks
+//!
+//! With `ExecMode::Mpi` (a build with the `mpi` feature) the nodes are the ranks of an
+//! MPI job that `mpirun -np N` started: this launcher starts nothing and watches no
+//! process. Every rank runs the whole program, and at each launch call runs its own node
+//! over the MPI transport (`crate::net`, `mpi.rs`), on a local fabric of its own that holds
+//! its heap and its view of the control block (`mpi.rs` here). The start-up barrier is a
+//! barrier of messages; the results go to rank 0, which returns them, while the other
+//! ranks return [`LaunchError::OtherRun`] (the process-mode rule: they skip the run's
+//! report). Heartbeats, the stall limit and the first failure travel as messages, and a
+//! failed run ends the job with `MPI_Abort`, reported by rank 0 (by rank 1 if rank 0 is
+//! the node that stopped). The job must have as many ranks as the cluster has nodes.
+//!
 //! Test-only: `DSM_TEST_STOP=N:POINT` makes node process `N` stop itself with SIGSTOP at
 //! `POINT`: `before-exec` (the launcher's child, between fork and exec), `after-exec`
 //! (the node process, at its launch call, before it attaches the fabric) or `before-ready`
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
-//! a node at exactly these points; process mode only.
+//! a node at exactly these points; process mode, and under MPI `before-ready` (rank `N`
+//! stops once its link to the others has started) and `killed` (rank `N` kills itself
+//! with SIGKILL there).
 
 #[cfg(feature = "mpi")]
 mod mpi;
