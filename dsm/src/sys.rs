@@ -1260,6 +1260,15 @@ pub fn raise_stop() {
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
 }
 
+/// Sets the calling thread's timer slack (how late the kernel may end its sleeps, 50 us by
+/// default) to `ns`: a thread that sleeps for a few microseconds between looks (the MPI
+/// transport's progress thread) then wakes when it asked to.
+#[cfg(feature = "mpi")]
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes a number and changes only this thread's slack.
+    let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+}
+
 #[cfg(feature = "mpi")]
 /// Runs `f` when the process exits normally (`exit`, or a return from `main`), after
 /// every function registered later (`atexit`).

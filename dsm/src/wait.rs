@@ -367,13 +367,13 @@ mod polling {
     const POLL_SLEEP_MIN: Duration = Duration::from_micros(10);
     /// The longest a [`Poller`] sleeps between looks: the most an idle node adds to the
     /// latency of a message that finds it asleep.
-    const POLL_SLEEP_MAX: Duration = Duration::from_micros(100);
+    const POLL_SLEEP_MAX: Duration = Duration::from_micros(50);
 
     /// The idle policy of a thread that must look for arrivals because none of them can
     /// ring a doorbell: the MPI transport's progress thread (`crate::net`), since a message
     /// from another MPI rank cannot wake a futex of this process. After an arrival it looks
     /// again at once; after `POLL_SPINS` empty looks it sleeps between looks, 10 us at
-    /// first and twice as long each time up to 100 us. It never yields instead: on a
+    /// first and twice as long each time up to 50 us (with a timer slack of 1 us). It never yields instead: on a
     /// loaded host a yield can give the core away for a whole time slice of another
     /// program, and every message would pay it, while a thread woken from a short sleep
     /// runs at once. A thread of the node that expects an arrival soon (it sent a

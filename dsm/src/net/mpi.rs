@@ -442,10 +442,17 @@ impl MpiLink {
         let mut last_beat_sent: Option<Instant> = None;
         let mut last_heartbeat = u64::MAX;
         let mut forwarded = false;
+        crate::sys::set_timer_slack_ns(1_000);
         while !self.stop.load(Ordering::Acquire) {
-            if self.pump() > 0 {
-                poller.busy();
-                continue;
+            match self.try_pump() {
+                Some(0) => {}
+                Some(_) => {
+                    poller.busy();
+                    continue;
+                }
+                // A waiting thread of the node receives now: it will park soon, and the
+                // reply it waits for may come after that; stay awake for it.
+                None => poller.busy(),
             }
             let now = Instant::now();
             if !forwarded {
@@ -473,8 +480,13 @@ impl MpiLink {
     /// too while it spins, so that what it waits for does not wait for the progress
     /// thread's next look. One thread pumps at a time, so arrivals are handled in order.
     fn pump(&self) -> usize {
+        self.try_pump().unwrap_or(0)
+    }
+
+    /// [`MpiLink::pump`], or `None` if another thread of the node is receiving.
+    fn try_pump(&self) -> Option<usize> {
         let Ok(_receiver) = self.receiver.try_lock() else {
-            return 0;
+            return None;
         };
         let mut n = 0;
         while let Some(probed) = self.comm.0.any_process().immediate_matched_probe() {
@@ -484,7 +496,7 @@ impl MpiLink {
             self.arrived(from, status.tag(), bytes);
             n += 1;
         }
-        n
+        Some(n)
     }
 
     /// Records a peer that has been silent for the stall limit as this rank's first
