@@ -373,12 +373,13 @@ mod polling {
     /// ring a doorbell: the MPI transport's progress thread (`crate::net`), since a message
     /// from another MPI rank cannot wake a futex of this process. After an arrival it looks
     /// again at once; after `POLL_SPINS` empty looks it sleeps between looks, 10 us at
-    /// first and twice as long each time up to 50 us (with a timer slack of 1 us). It never yields instead: on a
-    /// loaded host a yield can give the core away for a whole time slice of another
-    /// program, and every message would pay it, while a thread woken from a short sleep
-    /// runs at once. A thread of the node that expects an arrival soon (it sent a
-    /// request) ends the sleep with [`Poller::kick`]. The sleep only bounds how often an
-    /// idle poller looks; no arrival waits for it longer than `POLL_SLEEP_MAX`.
+    /// first and twice as long each time up to 50 us (with a timer slack of 1 us). It
+    /// never yields instead: on a loaded host a yield can give the core away for a whole
+    /// time slice of another program, and every message would pay it, while a thread
+    /// woken from a short sleep runs at once. A thread that expects an arrival soon (the
+    /// start-up barrier's) ends the sleep with [`Poller::kick`]. The sleep only bounds
+    /// how often an idle poller looks; no arrival waits for it longer than
+    /// `POLL_SLEEP_MAX`.
     pub struct Poller {
         empty: u32,
         sleep: Duration,
@@ -409,6 +410,12 @@ mod polling {
                 std::thread::park_timeout(self.sleep);
                 self.sleep = (self.sleep * 2).min(POLL_SLEEP_MAX);
             }
+        }
+
+        /// True once the poller sleeps between looks (its spins are over): the time to do
+        /// what it does now and then (a clock read costs as much as a look).
+        pub fn sleeping(&self) -> bool {
+            self.empty >= POLL_SPINS
         }
 
         /// Ends the sleep of the poller running on `thread`, and its next one if it is not
