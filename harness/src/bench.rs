@@ -221,6 +221,9 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
     }
     match a.what.as_str() {
         "net" => {
+            if modes(&exec)?.contains(&ExecMode::Mpi) {
+                bail!("`bench net` measures the simulated network, which MPI ranks do not share; over MPI measure `bench proto --exec mpi` (under mpirun -np 2)");
+            }
             for mode in modes(&exec)? {
                 bench_net(mode, a.iters)?;
             }
