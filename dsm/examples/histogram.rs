@@ -7,7 +7,8 @@
 //!     cargo run --release -p dsm --example histogram -- [variant] [nodes] [procs]
 //!
 //! Settings come from the arguments and from `DSM_*` variables (`DSM_EXEC=processes` runs
-//! one process per node).
+//! one process per node). Under `mpirun -np N` (a build with `--features dsm/mpi`) every
+//! MPI rank runs one node, and rank 0 alone prints.
 
 use dsm::{Cluster, Config};
 
@@ -33,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let procs = args.get(2).map_or(Ok(2), |s| s.parse())?;
     let config = Config::new(nodes, procs, variant).apply_env()?;
 
-    let report = Cluster::new(config).run(|s| {
+    let run = Cluster::new(config).run(|s| {
         // Setup runs identically on every node: same allocations, same locks, same order.
         let hist = s.alloc_named::<u64>(BUCKETS, "histogram");
         let locks = s.locks(GROUPS);
@@ -65,7 +66,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let wrong = (0..BUCKETS).filter(|&b| hist.get(b) != expected[b]).count();
             Some(wrong)
         }
-    })?;
+    });
+    // Only the launching process (MPI rank 0) reports; every other node process skips.
+    let Some(report) = dsm::skip_other_run(run)? else {
+        return Ok(());
+    };
     let wrong = report.results[0].expect("processor 0 reports");
     let c = &report.counters;
     println!(

@@ -339,6 +339,8 @@ impl Config {
 
     /// Applies `DSM_NETWORK`, `DSM_PAGE_KB`, `DSM_BACKEND`, `DSM_EXEC`, `DSM_HEAP_MB` and
     /// `DSM_STALL_TIMEOUT`. A value that does not parse is an error naming the variable.
+    /// Without `DSM_EXEC`, a process started by `mpirun` (`launch::mpi_rank`) runs its
+    /// node as an MPI rank (`ExecMode::Mpi`).
     pub fn apply_env(mut self) -> Result<Config, DsmError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let bad = |k: &str, v: &str, why: &str| {
@@ -362,6 +364,9 @@ impl Config {
         }
         if let Some(v) = var("DSM_EXEC") {
             self.mode = v.parse().map_err(|e: String| bad("DSM_EXEC", &v, &e))?;
+        } else if crate::launch::mpi_rank().is_some() {
+            // Started by mpirun: one rank per node.
+            self.mode = ExecMode::Mpi;
         }
         if let Some(v) = var("DSM_HEAP_MB") {
             self.heap_bytes = v
@@ -376,6 +381,23 @@ impl Config {
             self.stall_timeout = parse_seconds(&v).map_err(|e| bad("DSM_STALL_TIMEOUT", &v, &e))?;
         }
         Ok(self)
+    }
+
+    /// What only `ExecMode::Mpi` needs: a build with MPI, the wall clock, and a protocol
+    /// built on messages alone (the MPI transport's feature set, `Features::MPI`).
+    fn validate_mpi(&self) -> Result<(), DsmError> {
+        if !cfg!(feature = "mpi") {
+            return Err(DsmError::Config(profile::MPI_NOT_BUILT.into()));
+        }
+        // MPI starts here, before any other check, so that a rank refused here (as every
+        // rank is) ends through MPI_Finalize and rank 0 can report first.
+        #[cfg(feature = "mpi")]
+        crate::net::mpi::world().map_err(|e| DsmError::Config(e.to_string()))?;
+        if self.clock == ClockMode::Modeled {
+            return Err(DsmError::Config("the modeled clock cannot run over MPI: it simulates the whole cluster in one process, one activity at a time, and MPI ranks are separate processes that run freely; use the wall clock under mpirun (--clock wall), or --exec threads for modeled time".into()));
+        }
+        self.protocol
+            .refuse_without(crate::profile::Features::MPI, profile::MPI_TITLE)
     }
 
     /// Checks everything that can be checked before starting.
@@ -429,6 +451,9 @@ impl Config {
         }
         if self.backend == FaultBackend::Userfaultfd && !cfg!(feature = "userfaultfd") {
             return bad(UFFD_NOT_BUILT.into());
+        }
+        if self.mode == ExecMode::Mpi {
+            self.validate_mpi()?;
         }
         if self.clock == ClockMode::Modeled && self.mode != ExecMode::Threads {
             return bad("the modeled clock runs every node as threads of one process (its scheduler lives in this process); use --exec threads (DSM_EXEC=threads), or the wall clock".into());

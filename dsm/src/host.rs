@@ -3,7 +3,7 @@
 //! through the crate's one door to the operating system (`sys`); the door itself is not
 //! public.
 
-pub use crate::launch::{check_environment, is_node_process};
+pub use crate::launch::{check_environment, is_node_process, mpi_rank};
 pub use crate::sys::{
     allowed_cpus, default_sigpipe, die_with_parent, fault_round_trips_ns, flush_denormals,
     lock_file, monotonic_ns, pin_thread, read_regular_file, read_regular_text, thread_cpu_ns,

@@ -29,8 +29,9 @@
 //!    per-processor clock). They know neither the network nor the launcher.
 //! 4. **The network**: [`net`] (the node's handle `Net` over the transport seam
 //!    `net::Transport`; the simulated Memory Channel behind it, and `net::timing`, its
-//!    timing model under the modeled clock).
-//! 5. **The launcher**: [`launch`] (clusters of nodes as threads or processes).
+//!    timing model under the modeled clock; with the `mpi` feature, the MPI transport).
+//! 5. **The launcher**: [`launch`] (clusters of nodes as threads, processes, or, with the
+//!    `mpi` feature, MPI ranks).
 //! 6. **The protocol's data**: `page`, `diff`, `wire` (the message codec), `directory`,
 //!    `broadcast`.
 //! 7. **Configuration**: `error` ([`DsmError`], the errors a user gets), `config`

@@ -78,7 +78,17 @@ impl Features {
         loopback: false,
         remote_read: false,
     };
+
+    /// What the MPI transport offers (`ExecMode::Mpi`): two-sided messages only, none of
+    /// Memory Channel's features.
+    pub const MPI: Features = Features::NONE;
 }
+
+/// Why `ExecMode::Mpi` cannot run in a build without the `mpi` feature.
+pub const MPI_NOT_BUILT: &str = "this build has no MPI transport: build with `--features dsm/mpi` (it needs an MPI library and libclang: apt-get install openmpi-bin libopenmpi-dev libclang-dev), then start the cluster with `mpirun -np N`";
+
+/// The name the MPI transport goes by in refusals ("... which MPI lacks").
+pub const MPI_TITLE: &str = "MPI (two-sided messages between ranks)";
 
 /// The costs of one network, in nanoseconds and bytes.
 #[derive(Clone, Debug, PartialEq, Serialize)]

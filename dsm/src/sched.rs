@@ -139,6 +139,9 @@ pub(crate) enum WaitFor {
     Flush { page: u32 },
     /// Every transfer this node sent to have landed (an acknowledge request).
     Landed,
+    /// The end of a run under MPI: every rank's result (at rank 0), or rank 0's verdict.
+    #[cfg(feature = "mpi")]
+    Results,
 }
 
 impl std::fmt::Display for WaitFor {
@@ -166,6 +169,8 @@ impl std::fmt::Display for WaitFor {
             WaitFor::Serialize { what } => write!(f, "another processor's {what} on this node"),
             WaitFor::Startup => write!(f, "every node past the start-up barrier"),
             WaitFor::Messages => write!(f, "incoming messages"),
+            #[cfg(feature = "mpi")]
+            WaitFor::Results => write!(f, "the end of the run on every MPI rank"),
         }
     }
 }

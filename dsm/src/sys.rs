@@ -91,8 +91,8 @@ impl Mapping {
         self.ptr.as_ptr() as usize
     }
 
-    /// The mapping's length in bytes (the userfaultfd backend registers the whole view).
-    #[cfg(feature = "userfaultfd")]
+    /// The mapping's length in bytes (the userfaultfd backend registers the whole view;
+    /// the mprotect backend populates the used part of it).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -1258,6 +1258,24 @@ pub fn signal_name(sig: i32) -> String {
 /// node stop responding on purpose. The launcher's stall watch then kills it.
 pub fn raise_stop() {
     let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+}
+
+/// Sets the calling thread's timer slack (how late the kernel may end its sleeps, 50 us by
+/// default) to `ns`: a thread that sleeps for a few microseconds between looks (the MPI
+/// transport's progress thread) then wakes when it asked to.
+#[cfg(feature = "mpi")]
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes a number and changes only this thread's slack.
+    let _ = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+}
+
+#[cfg(feature = "mpi")]
+/// Runs `f` when the process exits normally (`exit`, or a return from `main`), after
+/// every function registered later (`atexit`).
+pub fn at_exit(f: extern "C" fn()) {
+    // SAFETY: atexit stores a function pointer that stays valid for the life of the
+    // process (a plain `extern "C" fn`); it touches no memory of ours.
+    let _ = unsafe { libc::atexit(f) };
 }
 
 /// True while a process with this pid exists (a zombie counts until it is reaped).

@@ -355,6 +355,89 @@ pub(crate) fn launcher_wait(children: &[&sys::NodeProcess]) {
     sys::wait_node_processes(children, LAUNCHER_LOOK);
 }
 
+/// The waits of the MPI transport, whose arrivals cannot ring a doorbell.
+#[cfg(feature = "mpi")]
+mod polling {
+    use std::time::Duration;
+
+    /// Looks of a [`Poller`] that spin before it sleeps between looks.
+    const POLL_SPINS: u32 = 256;
+    /// A [`Poller`]'s first sleep between looks; each further one doubles, up to
+    /// [`POLL_SLEEP_MAX`].
+    const POLL_SLEEP_MIN: Duration = Duration::from_micros(10);
+    /// The longest a [`Poller`] sleeps between looks: the most an idle node adds to the
+    /// latency of a message that finds it asleep.
+    const POLL_SLEEP_MAX: Duration = Duration::from_micros(50);
+
+    /// The idle policy of a thread that must look for arrivals because none of them can
+    /// ring a doorbell: the MPI transport's progress thread (`crate::net`), since a message
+    /// from another MPI rank cannot wake a futex of this process. After an arrival it looks
+    /// again at once; after `POLL_SPINS` empty looks it sleeps between looks, 10 us at
+    /// first and twice as long each time up to 50 us (with a timer slack of 1 us). It
+    /// never yields instead: on a loaded host a yield can give the core away for a whole
+    /// time slice of another program, and every message would pay it, while a thread
+    /// woken from a short sleep runs at once. A thread that expects an arrival soon (the
+    /// start-up barrier's) ends the sleep with [`Poller::kick`]. The sleep only bounds
+    /// how often an idle poller looks; no arrival waits for it longer than
+    /// `POLL_SLEEP_MAX`.
+    pub struct Poller {
+        empty: u32,
+        sleep: Duration,
+    }
+
+    impl Default for Poller {
+        fn default() -> Self {
+            Poller {
+                empty: 0,
+                sleep: POLL_SLEEP_MIN,
+            }
+        }
+    }
+
+    impl Poller {
+        /// Something arrived: look again at once, and closely for a while.
+        pub fn busy(&mut self) {
+            self.empty = 0;
+            self.sleep = POLL_SLEEP_MIN;
+        }
+
+        /// Nothing arrived: spin, yield or sleep before the next look (the type's doc).
+        pub fn idle(&mut self) {
+            self.empty = self.empty.saturating_add(1);
+            if self.empty < POLL_SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::park_timeout(self.sleep);
+                self.sleep = (self.sleep * 2).min(POLL_SLEEP_MAX);
+            }
+        }
+
+        /// True once the poller sleeps between looks (its spins are over): the time to do
+        /// what it does now and then (a clock read costs as much as a look).
+        pub fn sleeping(&self) -> bool {
+            self.empty >= POLL_SPINS
+        }
+
+        /// Ends the sleep of the poller running on `thread`, and its next one if it is not
+        /// asleep yet (the thread's park token).
+        pub fn kick(thread: &std::thread::Thread) {
+            thread.unpark();
+        }
+    }
+
+    /// Sleeps until the process is killed: an MPI rank whose run failed waits here for the
+    /// `MPI_Abort` of the rank that reports the failure (`crate::launch`, "MPI ranks"). It
+    /// takes no core meanwhile.
+    pub fn until_killed() -> ! {
+        loop {
+            std::thread::park_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+pub(crate) use polling::{until_killed, Poller};
+
 /// A node-local lock whose waiters wait through the [`Seam`] (and so serve messages, give
 /// up on abort, and are visible to the modeled-time scheduler).
 ///

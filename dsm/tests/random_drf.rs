@@ -1353,3 +1353,51 @@ fn first_touch_after_initialization_under_the_modeled_clock() {
     );
     rehome_evidence(&sums);
 }
+
+/// Under MPI: the main program and the lock chains, under the two variants that run on
+/// messages alone, on 2 and then 4 MPI ranks (one per node, oversubscribed on this
+/// host), 1 and 2 processors per node, both backends. One `mpirun` per rank count runs
+/// the whole sweep ([`mpi_ranks_run_random_programs`] on every rank).
+#[cfg(feature = "mpi")]
+#[test]
+fn random_programs_match_the_model_under_mpi() {
+    let me = std::env::current_exe().expect("the test binary");
+    for np in [2, 4] {
+        let out = support::mpirun(
+            np,
+            &me,
+            &["mpi_ranks_run_random_programs", "--exact", "--ignored", "--nocapture", "--test-threads=1"],
+            &[],
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "the sweep on {np} MPI ranks failed:\n{text}");
+        // Every rank ran the one test and passed it.
+        assert_eq!(text.matches("test result: ok. 1 passed").count(), np, "{text}");
+    }
+}
+
+/// What every rank of [`random_programs_match_the_model_under_mpi`]'s jobs runs: rank 0
+/// checks each run, the others serve their node and skip the report.
+#[cfg(feature = "mpi")]
+#[test]
+#[ignore = "runs on the ranks of the mpirun jobs that random_programs_match_the_model_under_mpi starts"]
+fn mpi_ranks_run_random_programs() {
+    use protocol_variants::CSM_NONE_MG;
+    let np = support::mpi_ranks();
+    let protos = [CSM_NONE, CSM_NONE_MG];
+    let shapes = |_| vec![(np, 1), (np, 2)];
+    let wall = ClockMode::Wall;
+    let main = sweep_cases(Class::Main, &protos, ExecMode::Mpi, &seeds(&[0, 1], 0..40), shapes, wall);
+    let chains = sweep_cases(Class::LockChains, &protos, ExecMode::Mpi, &seeds(&[2], 0..20), shapes, wall);
+    if dsm::host::mpi_rank() == Some(0) && !replaying() {
+        for (p, k) in main.iter().chain(&chains) {
+            assert!(k.page_transfers > 0 && k.lock_acquires > 0, "{} fetched no page or took no lock: {k:?}", p.name);
+        }
+        assert!(main[0].1.diffs > 0, "CSM-None sent no diff: {:?}", main[0].1);
+        assert!(main[1].1.migrations > 0, "CSM-None-Mg never migrated a home: {:?}", main[1].1);
+    }
+}

@@ -221,6 +221,9 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
     }
     match a.what.as_str() {
         "net" => {
+            if modes(&exec)?.contains(&ExecMode::Mpi) {
+                bail!("`bench net` measures the simulated network, which MPI ranks do not share; over MPI measure `bench proto --exec mpi` (under mpirun -np 2)");
+            }
             for mode in modes(&exec)? {
                 bench_net(mode, a.iters)?;
             }
@@ -260,7 +263,21 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                     _ => None,
                 };
                 let mut measured = Vec::new();
+                let mpi = mode == ExecMode::Mpi;
+                // Over MPI only the variants built on messages alone run (and the job has
+                // as many ranks as the 2-node runs' nodes: no 4-node barrier, no ADB).
+                let runs_over_mpi = |v: Protocol| {
+                    v.refuse_without(dsm::profile::Features::MPI, dsm::profile::MPI_TITLE)
+                };
                 for &v in &variants {
+                    if mpi {
+                        if let Err(e) = runs_over_mpi(v) {
+                            if !dsm::host::is_node_process() {
+                                outln!("proto {} ({mode}): not measured: {e}", v.name);
+                            }
+                            continue;
+                        }
+                    }
                     for &b in &backends {
                         if let Some(t) = bench_proto(v, b, mode, a.iters, &timing, limits.as_ref())?
                         {
@@ -275,8 +292,13 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 for &b in &backends {
                     if !a.no_migration {
                         for v in [protocol_variants::CSM_MS_MG, protocol_variants::CSM_NONE_MG] {
-                            bench_migration(v, b, mode, a.iters)?;
+                            if !mpi || runs_over_mpi(v).is_ok() {
+                                bench_migration(v, b, mode, a.iters)?;
+                            }
                         }
+                    }
+                    if mpi {
+                        continue;
                     }
                     for &n in &adb_nodes {
                         bench_adb(n, b, mode, a.iters)?;
@@ -650,7 +672,9 @@ fn bench_proto(
     // In a node process serving the 4-node barrier run, this run is skipped; go on to it.
     let report = match dsm::skip_other_run(r)? {
         None => {
-            barrier_time(v, backend, mode, 4, 1, iters, timing)?;
+            if mode != ExecMode::Mpi {
+                barrier_time(v, backend, mode, 4, 1, iters, timing)?;
+            }
             return Ok(None);
         }
         Some(report) => report,
@@ -661,7 +685,11 @@ fn bench_proto(
         .flatten()
         .next()
         .expect("node 1 reports");
-    let b4 = barrier_time(v, backend, mode, 4, 1, iters, timing)?;
+    // Under MPI the job's ranks are the 2 nodes of this run.
+    let b4 = match mode {
+        ExecMode::Mpi => None,
+        _ => barrier_time(v, backend, mode, 4, 1, iters, timing)?,
+    };
     let b32 = match timing.clock {
         dsm::ClockMode::Modeled => barrier_time(v, backend, mode, 8, 4, iters, timing)?,
         dsm::ClockMode::Wall => None,

@@ -86,7 +86,10 @@ fn main() {
         Command::Calibrate(a) => calibrate::calibrate(a),
     };
     if let Err(e) = outcome {
-        eprintln!("cashmere: {}", error_text(&e));
+        // Under MPI rank 0 reports for the job; the other ranks end with the same status.
+        if dsm::host::mpi_rank().is_none_or(|r| r == 0) {
+            eprintln!("cashmere: {}", error_text(&e));
+        }
         std::process::exit(1);
     }
     if let Err(e) = std::io::Write::flush(&mut std::io::stdout()) {

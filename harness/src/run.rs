@@ -24,8 +24,9 @@ pub struct ClusterArgs {
     /// Processors per node.
     #[arg(long, default_value_t = 2)]
     pub procs: usize,
-    /// threads (every node in this process) or processes (one process per node)
-    /// [env: DSM_EXEC] [default: threads].
+    /// threads (every node in this process), processes (one process per node) or mpi (one
+    /// MPI rank per node, under `mpirun -np N`; a build with `--features dsm/mpi`)
+    /// [env: DSM_EXEC] [default: threads, or mpi under mpirun].
     #[arg(long)]
     pub exec: Option<String>,
     /// Network profile (`cashmere profiles` lists them) [env: DSM_NETWORK] [default: the
@@ -160,7 +161,9 @@ impl ClusterArgs {
             setting(&self.backend, "--backend", "DSM_BACKEND", "mprotect"),
             |v| v.parse::<FaultBackend>(),
         )?;
-        c.mode = parse_setting(setting(&self.exec, "--exec", "DSM_EXEC", "threads"), |v| {
+        // Under mpirun every rank runs one node, unless told otherwise.
+        let exec = if dsm::host::mpi_rank().is_some() { "mpi" } else { "threads" };
+        c.mode = parse_setting(setting(&self.exec, "--exec", "DSM_EXEC", exec), |v| {
             v.parse::<ExecMode>()
         })?;
         c.heap_bytes = parse_setting(
@@ -573,7 +576,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             for app in apps::all() {
                 outln!("  {:<10} {}", app.name(), app.description());
             }
-            outln!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE,\n  --compute counted|measured, --cpu-scale FACTOR");
+            outln!("\nOptions: --size test|small|paper, --param KEY=VALUE, --input FILE, --variant NAME, --nodes N,\n  --procs P, --exec threads|processes|mpi, --network NAME, --page-kb 4|8, --backend mprotect|userfaultfd,\n  --heap-mb N, --homes FILE, --json FILE, --clock wall|modeled, --platform NAME|FILE,\n  --compute counted|measured, --cpu-scale FACTOR");
             return Ok(());
         }
         bail!("name an application: cashmere run <APP> (cashmere run --help lists them)");
@@ -602,7 +605,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         check_writable(path, "--json")?;
     }
     let scale = modeled_scale(app, &mut config, &a.cluster)?;
-    let o = run_app(app, &params, &config, false)?;
+    let o = match run_app(app, &params, &config, false) {
+        // An MPI rank other than 0: rank 0 reports the run.
+        Err(e)
+            if e.downcast_ref::<app_common::AppError>()
+                .is_some_and(dsm::OtherRun::is_other_run) =>
+        {
+            return Ok(());
+        }
+        r => r?,
+    };
     let speedup = if o.par_s > 0.0 {
         o.seq_s / o.par_s
     } else {
@@ -614,7 +626,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         config.nodes,
         config.procs_per_node,
         config.protocol.name,
-        config.profile.name,
+        if config.mode == ExecMode::Mpi {
+            "MPI"
+        } else {
+            config.profile.name
+        },
         config.mode,
         config.backend
     );

@@ -728,7 +728,10 @@ impl Cluster {
                 crate::config::ClockMode::Modeled => cfg.compute.name().to_string(),
             },
             protocol: cfg.protocol.name.to_string(),
-            network: cfg.profile.name.to_string(),
+            network: match cfg.mode {
+                crate::launch::ExecMode::Mpi => "mpi".to_string(),
+                _ => cfg.profile.name.to_string(),
+            },
             nodes: cfg.nodes,
             procs_per_node: cfg.procs_per_node,
             page_bytes: cfg.page_bytes,

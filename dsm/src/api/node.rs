@@ -82,7 +82,7 @@ where
     B: Fn(&Proc) -> R + Sync,
     R: Serialize + DeserializeOwned + Send,
 {
-    let fabric = ctx.fabric;
+    let fabric = Arc::clone(&ctx.fabric);
     let view = map_view(cfg, &fabric, ctx.node)?;
     let (setup, body) = run_setup(cfg, ctx.node, &view, setup_fn)?;
     let heap_used = setup.used.max(cfg.page_bytes);
@@ -91,7 +91,7 @@ where
         return Err("the heap has more pages than the directory can name".into());
     }
     check_map_count(cfg, npages)?;
-    let net = Net::new(Arc::clone(&fabric), ctx.node);
+    let net = ctx.net();
     // The configuration was checked against the network profile; the node's transport
     // may offer less (`crate::net`, "The seam").
     cfg.protocol
@@ -142,7 +142,7 @@ where
     )
     .map_err(|e| e.to_string())?;
     // Every node must have attached its receive regions before anyone transmits.
-    crate::launch::startup_barrier(&fabric, ctx.node).map_err(|e| e.to_string())?;
+    ctx.startup_barrier().map_err(|e| e.to_string())?;
     let start = sys::monotonic_ns();
     let region = Arc::new(RegionCounters::default());
     let run = Run {
@@ -183,7 +183,8 @@ fn map_view(cfg: &Config, fabric: &Fabric, node: usize) -> Result<sys::Mapping, 
     let prot = Protector::initial_prot(cfg.backend);
     let offset = fabric.heap_file_offset(node);
     match cfg.mode {
-        ExecMode::Processes => sys::map_shared_fixed_noreplace(
+        // One node per process: the view sits at the same address on every node.
+        ExecMode::Processes | ExecMode::Mpi => sys::map_shared_fixed_noreplace(
             fabric.fd(),
             offset,
             cfg.heap_bytes,

@@ -15,15 +15,20 @@ use std::sync::Arc;
 pub(crate) enum Endpoint {
     /// The simulated Memory Channel (`super::fabric`).
     Fabric(Port),
+    /// MPI ranks (`super::mpi`).
+    #[cfg(feature = "mpi")]
+    Mpi(super::mpi::MpiPort),
 }
 
 impl Endpoint {
-    /// The launcher's shared segment, when this transport is the simulated fabric: the
-    /// launcher (`crate::launch`) still reports failures and passes the start-up barrier
-    /// there. Another transport has none.
+    /// The launcher's segment: under the simulated fabric the cluster's shared one, where
+    /// the launcher (`crate::launch`) reports failures and passes the start-up barrier;
+    /// under MPI the rank's own (its heap and control block), which no other rank maps.
     pub(crate) fn fabric(&self) -> Option<&Arc<Fabric>> {
         match self {
             Endpoint::Fabric(port) => Some(port.fabric()),
+            #[cfg(feature = "mpi")]
+            Endpoint::Mpi(port) => Some(port.fabric()),
         }
     }
 }
@@ -33,6 +38,8 @@ macro_rules! each {
     ($self:expr, $t:ident => $call:expr) => {
         match $self {
             Endpoint::Fabric($t) => $call,
+            #[cfg(feature = "mpi")]
+            Endpoint::Mpi($t) => $call,
         }
     };
 }

@@ -32,16 +32,28 @@
 //!
 //! # The simulated fabric
 //!
-//! [`Fabric`] (`fabric.rs`) is the transport every cluster runs on today: one shared
+//! [`Fabric`] (`fabric.rs`) is the transport of in-process and process-mode clusters: one shared
 //! segment that every node maps, in which a remote write is a copy into each receiver's
 //! memory under Memory Channel's ordering rules, with explicit messages (`msg.rs`) built on
 //! the same writes and, under the modeled clock, the link and hub model of `timing.rs`.
 //! The launcher (`crate::launch`) creates it, and still reaches it directly for what is not
 //! the network's: the control block, the result areas and the start-up barrier
 //! ([`Net::fabric`]).
+//!
+//! # MPI
+//!
+//! With the `mpi` feature, `mpi.rs` is the second transport: one MPI rank per node,
+//! messages, replies and acknowledgements as MPI two-sided messages taken off the wire by
+//! a progress thread (and by waiting threads while they spin), and the launcher's own
+//! traffic (heartbeats, the first failure, the start-up barrier, results) beside them.
+//! It offers no remote write, broadcast, total order or loopback (`Features::MPI`). Each
+//! rank still has a fabric of its own, which no other rank maps: its heap and its view of
+//! the control block.
 
 mod endpoint;
 mod fabric;
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
 mod msg;
 pub(crate) mod timing;
 mod transport;
@@ -101,6 +113,8 @@ pub enum NetError {
     Message(#[from] MsgError),
     #[error("cannot set up the fabric: {0}{hint}", hint = fabric_hint(.0))]
     Io(#[from] std::io::Error),
+    #[error("cannot start MPI: {0}")]
+    Mpi(String),
     #[error("the inherited fabric does not match this program's configuration ({0}); run the same binary with the same arguments on every node")]
     Mismatch(String),
 }
@@ -186,6 +200,12 @@ impl Net {
     /// Node `node`'s handle on the simulated fabric.
     pub fn new(fabric: Arc<Fabric>, node: usize) -> Net {
         Net::over(Endpoint::Fabric(Port::new(fabric, node)))
+    }
+
+    /// Node `link`'s handle on the MPI transport (`mpi.rs`).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn over_mpi(link: Arc<mpi::MpiLink>) -> Net {
+        Net::over(Endpoint::Mpi(mpi::MpiPort::new(link)))
     }
 
     /// A handle on any transport.

@@ -4,10 +4,9 @@
 //! handle the engine, the directory, the broadcast buffers and the synchronization
 //! strategies hold, owns one (an `Endpoint`, `endpoint.rs`) and adds what every transport shares:
 //! the allocation of network address space, the composition of a request from a send and
-//! a reply, the node's wait seam. The simulated Memory Channel (`super::fabric`) is the one
-//! implementation today; a second one (MPI ranks, one rank per node: two-sided messages,
-//! `MPI_Put` for remote writes where the protocol variant needs them) implements this
-//! trait, becomes a variant of `Endpoint`, and leaves the engine as it is.
+//! a reply, the node's wait seam. Two transports implement it: the simulated Memory
+//! Channel (`super::fabric`), and MPI ranks (`super::mpi`, a build with the `mpi`
+//! feature: one rank per node, two-sided messages, none of Memory Channel's features).
 //!
 //! `Endpoint` dispatches with a plain enum, as crossbeam-channel dispatches its flavors,
 //! rather than through `dyn Transport`: with one variant the calls inline and the seam

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 /// A homes file (`Config::homes_file`: one `page home` per line) that pins first homes.
 /// It is named after `name` and the launching process, so that the node processes of a
 /// process-mode run read the file their launcher wrote; only the launcher writes it, and
-/// removes it when dropped.
+/// removes it when dropped. Under MPI every rank writes (and removes) its own.
 pub struct HomesFile(pub PathBuf);
 
 impl HomesFile {
     pub fn new<P: Display>(name: &str, homes: &[(P, usize)]) -> HomesFile {
-        let node_process = dsm::host::is_node_process();
+        let node_process = dsm::host::is_node_process() && dsm::host::mpi_rank().is_none();
         let launcher = if node_process {
             std::os::unix::process::parent_id()
         } else {
@@ -31,7 +31,7 @@ impl HomesFile {
 
 impl Drop for HomesFile {
     fn drop(&mut self) {
-        if !dsm::host::is_node_process() {
+        if !dsm::host::is_node_process() || dsm::host::mpi_rank().is_some() {
             let _ = std::fs::remove_file(&self.0);
         }
     }
@@ -46,4 +46,46 @@ pub fn backends() -> Vec<dsm::FaultBackend> {
         }
         _ => vec![dsm::FaultBackend::Mprotect],
     }
+}
+
+/// How Debian installs what the MPI tests need.
+#[cfg(feature = "mpi")]
+pub const MPI_INSTALL: &str = "apt-get install -y openmpi-bin libopenmpi-dev";
+
+/// Runs `program args` on `np` MPI ranks (`mpirun --oversubscribe --bind-to none`, allowed
+/// as root), with `env` added, and returns its status and output. Panics with the install
+/// command if `mpirun` is missing: the MPI tests never skip silently.
+#[cfg(feature = "mpi")]
+pub fn mpirun(
+    np: usize,
+    program: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let out = std::process::Command::new("mpirun")
+        .args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string()])
+        .arg(program)
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "mpirun is missing: the MPI tests (a build with --features mpi) need Open MPI: {MPI_INSTALL}"
+        ),
+        Err(e) => panic!("cannot start mpirun: {e}"),
+    }
+}
+
+/// The number of ranks of the MPI job this process belongs to (from the environment
+/// mpirun sets).
+#[cfg(feature = "mpi")]
+pub fn mpi_ranks() -> usize {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
+        .expect("this test runs under mpirun")
 }

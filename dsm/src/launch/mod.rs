@@ -54,11 +54,29 @@
 //! thread mode (no start-up beat) a node's heartbeat is watched only once every node is
 //! past the start-up barrier.
 //!
+//! # MPI ranks
+//!
+//! With `ExecMode::Mpi` (a build with the `mpi` feature) the nodes are the ranks of an
+//! MPI job that `mpirun -np N` started: this launcher starts nothing and watches no
+//! process. Every rank runs the whole program, and at each launch call runs its own node
+//! over the MPI transport (`crate::net`, `mpi.rs`), on a local fabric of its own that holds
+//! its heap and its view of the control block (`mpi.rs` here). The start-up barrier is a
+//! barrier of messages; the results go to rank 0, which returns them, while the other
+//! ranks return [`LaunchError::OtherRun`] (the process-mode rule: they skip the run's
+//! report). Heartbeats, the stall limit and the first failure travel as messages, and a
+//! failed run ends the job with `MPI_Abort`, reported by rank 0 (by rank 1 if rank 0 is
+//! the node that stopped). The job must have as many ranks as the cluster has nodes.
+//!
 //! Test-only: `DSM_TEST_STOP=N:POINT` makes node process `N` stop itself with SIGSTOP at
 //! `POINT`: `before-exec` (the launcher's child, between fork and exec), `after-exec`
 //! (the node process, at its launch call, before it attaches the fabric) or `before-ready`
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
-//! a node at exactly these points; process mode only.
+//! a node at exactly these points; process mode, and under MPI `before-ready` (rank `N`
+//! stops once its link to the others has started) and `killed` (rank `N` kills itself
+//! with SIGKILL there).
+
+#[cfg(feature = "mpi")]
+mod mpi;
 
 use crate::control::{node_state, AbortOrigin};
 use crate::net::{Fabric, Layout, Profile, RESULT_BYTES};
@@ -76,6 +94,9 @@ pub enum ExecMode {
     Threads,
     /// Every node is a process running this binary.
     Processes,
+    /// Every node is an MPI rank, started by `mpirun -np N` (a build with the `mpi`
+    /// feature; see "MPI ranks" in the module doc).
+    Mpi,
 }
 
 impl std::str::FromStr for ExecMode {
@@ -84,8 +105,9 @@ impl std::str::FromStr for ExecMode {
         match s {
             "threads" => Ok(ExecMode::Threads),
             "processes" => Ok(ExecMode::Processes),
+            "mpi" => Ok(ExecMode::Mpi),
             _ => Err(format!(
-                "unknown execution mode `{s}`; valid modes: threads, processes"
+                "unknown execution mode `{s}`; valid modes: threads, processes, mpi"
             )),
         }
     }
@@ -96,6 +118,7 @@ impl std::fmt::Display for ExecMode {
         f.write_str(match self {
             ExecMode::Threads => "threads",
             ExecMode::Processes => "processes",
+            ExecMode::Mpi => "mpi",
         })
     }
 }
@@ -138,6 +161,12 @@ pub enum LaunchError {
     /// this; a program that launches several clusters skips past it (see the module doc).
     #[error("this node process serves a later cluster run; skipping this one")]
     OtherRun,
+    /// Under MPI: the job has a different number of ranks than the cluster has nodes.
+    #[error("mpirun started {ranks} MPI ranks, but the cluster has {nodes} nodes (one rank per node): start it with `mpirun -np {nodes}`, or give --nodes {ranks} (or Config::nodes)")]
+    MpiRanks { ranks: usize, nodes: usize },
+    /// `ExecMode::Mpi` in a build without the `mpi` feature.
+    #[error("{}", crate::profile::MPI_NOT_BUILT)]
+    MpiNotBuilt,
 }
 
 impl OtherRun for LaunchError {
@@ -187,7 +216,42 @@ pub fn skip_other_run<T, E: OtherRun>(result: Result<T, E>) -> Result<Option<T>,
 /// What a node function gets.
 pub struct NodeCtx {
     pub node: usize,
+    /// The cluster's fabric; under MPI, this rank's own (its heap and control block).
     pub fabric: Arc<Fabric>,
+    /// Under MPI, this rank's link to the others for this run.
+    #[cfg(feature = "mpi")]
+    pub(crate) mpi: Option<Arc<crate::net::mpi::MpiLink>>,
+}
+
+impl NodeCtx {
+    fn on_fabric(node: usize, fabric: Arc<Fabric>) -> NodeCtx {
+        NodeCtx {
+            node,
+            fabric,
+            #[cfg(feature = "mpi")]
+            mpi: None,
+        }
+    }
+
+    /// This node's handle on the run's network: the simulated fabric, or MPI.
+    pub fn net(&self) -> crate::net::Net {
+        #[cfg(feature = "mpi")]
+        if let Some(link) = &self.mpi {
+            return crate::net::Net::over_mpi(Arc::clone(link));
+        }
+        crate::net::Net::new(Arc::clone(&self.fabric), self.node)
+    }
+
+    /// Waits until every node of the cluster has reached this point (each has attached
+    /// its receive regions): [`startup_barrier`] on the fabric, a barrier of messages
+    /// under MPI. Call it once per run. Fails if the cluster aborts meanwhile.
+    pub fn startup_barrier(&self) -> Result<(), crate::net::MsgError> {
+        #[cfg(feature = "mpi")]
+        if let Some(link) = &self.mpi {
+            return link.startup_barrier();
+        }
+        startup_barrier(&self.fabric, self.node)
+    }
 }
 
 /// What a node function returns: its result bytes, or a description of what went wrong.
@@ -206,6 +270,9 @@ enum StopPoint {
     BeforeExec,
     AfterExec,
     BeforeReady,
+    /// MPI only: the rank kills itself (SIGKILL) where it would stop before the start-up
+    /// barrier.
+    Killed,
 }
 
 /// The node and point `DSM_TEST_STOP` names, if it is set.
@@ -219,13 +286,14 @@ fn test_stop() -> Result<Option<(usize, StopPoint)>, LaunchError> {
             "before-exec" => StopPoint::BeforeExec,
             "after-exec" => StopPoint::AfterExec,
             "before-ready" => StopPoint::BeforeReady,
+            "killed" => StopPoint::Killed,
             _ => return None,
         };
         Some((n.parse().ok()?, point))
     });
     parsed.map(Some).ok_or_else(|| {
         LaunchError::BadEnvironment(format!(
-            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT, POINT one of before-exec, after-exec, before-ready (a variable for tests only: unset it)"
+            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT, POINT one of before-exec, after-exec, before-ready, killed (a variable for tests only: unset it)"
         ))
     })
 }
@@ -235,6 +303,9 @@ fn stop_here_if_asked(node: usize, point: StopPoint) {
     if let Ok(Some((n, p))) = test_stop() {
         if n == node && p == point {
             sys::raise_stop();
+        }
+        if n == node && p == StopPoint::Killed && point == StopPoint::BeforeReady {
+            sys::raise_kill();
         }
     }
 }
@@ -265,16 +336,32 @@ thread_local! {
     static RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// True in a node process started by the launcher.
+/// True in a process that must not report a cluster run (print, verify, write files):
+/// a node process started by the launcher, or an MPI rank other than 0 (rank 0 reports
+/// for the whole job; see "MPI ranks").
 pub fn is_node_process() -> bool {
+    is_fabric_node_process() || mpi_rank().is_some_and(|r| r != 0)
+}
+
+/// True in a node process started by this launcher (process mode).
+fn is_fabric_node_process() -> bool {
     std::env::var_os(ENV_NODE).is_some()
+}
+
+/// This process's rank, if it was started by an MPI launcher (`mpirun`, `mpiexec`): read
+/// from the environment the launcher sets (Open MPI's, MPICH's or PMIx's), without
+/// initializing MPI.
+pub fn mpi_rank() -> Option<usize> {
+    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
 }
 
 /// Refuses an environment that holds the launcher's node variable without the rest that
 /// the launcher sets with it (the user's shell exported `DSM_NODE`): the process would
 /// take itself for a node process.
 pub fn check_environment() -> Result<(), LaunchError> {
-    if is_node_process() && std::env::var_os(ENV_FD).is_none() {
+    if is_fabric_node_process() && std::env::var_os(ENV_FD).is_none() {
         return Err(LaunchError::StrayNodeVariable(format!(
             "{ENV_NODE} is set in the environment, but it is internal to the node processes a \
              cluster starts (the launcher sets it with {ENV_FD}, {ENV_LAYOUT} and {ENV_RUN}); \
@@ -314,7 +401,10 @@ where
     .with_trace(spec.trace_entries);
     quiet_abort_panics();
     let run = RUNS.with(|r| r.replace(r.get() + 1));
-    if is_node_process() {
+    if spec.mode == ExecMode::Mpi {
+        return launch_mpi(spec, layout, stall_timeout, &node_main);
+    }
+    if is_fabric_node_process() {
         check_environment()?;
         if run < env_usize(ENV_RUN)? {
             return Err(LaunchError::OtherRun);
@@ -325,7 +415,24 @@ where
     match spec.mode {
         ExecMode::Threads => launch_threads(&fabric, stall_timeout, &node_main),
         ExecMode::Processes => launch_processes(spec, &fabric, run, stall_timeout),
+        ExecMode::Mpi => unreachable!("MPI runs are launched above"),
     }
+}
+
+#[cfg(feature = "mpi")]
+use mpi::launch_mpi;
+
+#[cfg(not(feature = "mpi"))]
+fn launch_mpi<F>(
+    _spec: &LaunchSpec,
+    _layout: Layout,
+    _stall_timeout: Duration,
+    _node_main: &F,
+) -> Result<Vec<Vec<u8>>, LaunchError>
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    Err(LaunchError::MpiNotBuilt)
 }
 
 /// Installs, once per process, a panic hook that prints nothing for the panics an abort
@@ -549,10 +656,7 @@ where
                 std::thread::Builder::new()
                     .name(format!("dsm-node-{node}"))
                     .spawn_scoped(s, move || {
-                        let ctx = NodeCtx {
-                            node,
-                            fabric: Arc::clone(&fabric),
-                        };
+                        let ctx = NodeCtx::on_fabric(node, Arc::clone(&fabric));
                         let outcome = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
                             .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
                         finished[node].store(true, Ordering::Release);
@@ -825,10 +929,7 @@ where
             .store(node_state::RUNNING, Ordering::Release);
         start_startup_beat(&fabric, node);
         stop_here_if_asked(node, StopPoint::BeforeReady);
-        let ctx = NodeCtx {
-            node,
-            fabric: Arc::clone(&fabric),
-        };
+        let ctx = NodeCtx::on_fabric(node, Arc::clone(&fabric));
         let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
             .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
         Ok((fabric, node, result))

@@ -1,0 +1,143 @@
+//! MPI ranks: one rank per node, started by `mpirun -np N` (module doc of `crate::launch`,
+//! "MPI ranks").
+//!
+//! Every rank runs the whole program, SPMD, as node processes do; each `launch` call is
+//! one cluster run on every rank at once. A rank runs its own node: it creates a local
+//! fabric (its heap and control block, which no other rank maps), starts its link to the
+//! others ([`MpiLink::start`]: the run's own communicator and a progress thread), and runs
+//! the node function on it. At the end:
+//!
+//! - every rank other than 0 sends its result to rank 0 and waits for rank 0's verdict;
+//!   after a run that succeeded it returns [`LaunchError::OtherRun`], so that the program
+//!   skips the run's report as a node process does ([`super::skip_other_run`]);
+//! - rank 0 gathers the results, sends the verdict, and returns them in node order.
+//!
+//! A run that fails ends the job. Rank 0 returns the first failure (the first that
+//! reached it: its own, or a peer's, sent by that peer's progress thread) for the program
+//! to report, and the process ends with `MPI_Abort` instead of `MPI_Finalize`
+//! (`net::mpi::abort_at_exit`), which stops every rank, a stopped one included. The
+//! other ranks wait for that end without printing. If rank 0 itself is the node that
+//! failed (it stopped responding, so it will not report), rank 1 reports and aborts the
+//! job. A rank killed outright is reported by `mpirun`, which then ends the others.
+
+use super::{
+    failure_report, is_secondary, panic_message, record_failure, stop_here_if_asked, Layout,
+    LaunchError, LaunchSpec, NodeCtx, NodeResult, StopPoint,
+};
+use crate::control::{node_state, AbortOrigin};
+use crate::net::mpi::{self, MpiLink};
+use crate::net::Fabric;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs this rank's node of a cluster run (module doc).
+pub(super) fn launch_mpi<F>(
+    spec: &LaunchSpec,
+    layout: Layout,
+    stall_timeout: Duration,
+    node_main: &F,
+) -> Result<Vec<Vec<u8>>, LaunchError>
+where
+    F: Fn(NodeCtx) -> NodeResult + Sync,
+{
+    let (rank, ranks) = mpi::world()?;
+    if ranks != spec.nodes {
+        return Err(LaunchError::MpiRanks {
+            ranks,
+            nodes: spec.nodes,
+        });
+    }
+    let fabric = Fabric::create(layout, &spec.profile)?;
+    fabric
+        .control()
+        .status(rank)
+        .state
+        .store(node_state::RUNNING, Ordering::Release);
+    let link = MpiLink::start(Arc::clone(&fabric), rank, ranks, stall_timeout)?;
+    stop_here_if_asked(rank, StopPoint::BeforeReady);
+    let ctx = NodeCtx {
+        node: rank,
+        fabric: Arc::clone(&fabric),
+        mpi: Some(Arc::clone(&link)),
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
+        .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+    link.engine_done();
+    if let Err(cause) = &result {
+        record_failure(&fabric, rank, cause);
+    }
+    if rank == 0 {
+        finish_rank_0(&fabric, &link, result)
+    } else {
+        finish_other_rank(&fabric, &link, rank, result)
+    }
+}
+
+/// Rank 0's end of a run: gather, judge, tell the others (module doc).
+fn finish_rank_0(
+    fabric: &Fabric,
+    link: &MpiLink,
+    own: NodeResult,
+) -> Result<Vec<Vec<u8>>, LaunchError> {
+    let gathered = if fabric.control().aborted() {
+        None
+    } else {
+        link.gather().ok()
+    };
+    let mut results = Vec::new();
+    let mut fallback: Option<(usize, String)> = None;
+    if let Some(mut all) = gathered {
+        all[0] = Some(own);
+        for (node, r) in all.into_iter().enumerate() {
+            match r {
+                Some(Ok(bytes)) => results.push(bytes),
+                Some(Err(cause)) => {
+                    if fallback
+                        .as_ref()
+                        .is_none_or(|(_, c)| is_secondary(c) && !is_secondary(&cause))
+                    {
+                        fallback = Some((node, cause));
+                    }
+                }
+                None => unreachable!("gathered every result"),
+            }
+        }
+    } else if let Err(cause) = own {
+        fallback = Some((0, cause));
+    }
+    let ok = fallback.is_none() && !fabric.control().aborted() && !results.is_empty();
+    link.send_verdict(ok);
+    link.stop();
+    if ok {
+        return Ok(results);
+    }
+    mpi::abort_at_exit();
+    Err(failure_report(fabric, fallback))
+}
+
+/// The end of a run on a rank other than 0 (module doc).
+fn finish_other_rank(
+    fabric: &Fabric,
+    link: &MpiLink,
+    rank: usize,
+    own: NodeResult,
+) -> Result<Vec<Vec<u8>>, LaunchError> {
+    link.send_result(&own);
+    if link.verdict() == Some(true) {
+        link.stop();
+        return Err(LaunchError::OtherRun);
+    }
+    // The run failed. Rank 0 reports it and aborts the job, unless rank 0 is the node
+    // that failed: then rank 1 does.
+    if link.await_verdict_or_silence_of_rank_0().is_none() && rank == 1 {
+        if !matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { node: 0, .. }) {
+            let cause = link.rank_0_silence();
+            fabric.control().fail(0, &cause);
+        }
+        eprintln!("cashmere: {}", failure_report(fabric, None));
+        mpi::abort_job();
+    }
+    crate::wait::until_killed()
+}

@@ -1,0 +1,924 @@
+//! The MPI transport: one MPI rank per node, explicit messages as MPI two-sided messages
+//! (the `mpi` crate, rsmpi, initialized with `MPI_THREAD_MULTIPLE`), behind the same
+//! [`Transport`] seam as the simulated fabric.
+//!
+//! # What it offers
+//!
+//! Messages, requests and replies, acknowledgements: every operation of the "Messages"
+//! part of `transport.rs`. It has no remote write, broadcast, total order or loopback
+//! ([`Transport::features`]), so only the protocol variants built on messages alone
+//! (CSM-None, CSM-None-Mg) run on it; the others are refused before the engine is built
+//! (`Config::validate` for `ExecMode::Mpi`, and `run_node` against this feature set).
+//!
+//! # One run, one communicator
+//!
+//! MPI is initialized once per process ([`world`]); every cluster run duplicates
+//! `MPI_COMM_WORLD` ([`MpiLink::start`], collective), so that nothing of one run is ever
+//! taken for a message of another. A rank's node still has a local [`Fabric`] of its own:
+//! it holds the node's heap (the memfd its application view and its runtime alias map)
+//! and the cluster's control block as this rank sees it (abort flag, first failure,
+//! doorbells, heartbeat). No other rank maps it.
+//!
+//! # The progress thread
+//!
+//! A message from another rank cannot ring a futex of this process, so each rank runs a
+//! progress thread that probes the run's communicator (`MPI_Improbe` on any source and
+//! tag, then `MPI_Mrecv`) and turns each arrival into what the fabric's writes would
+//! have left: a message joins the node's inbox and rings the node's doorbell; a reply or
+//! an acknowledgement fills the mailbox it names and rings the doorbell if its waiter is
+//! parked. So every thread of the node waits as on the fabric, through its [`Seam`]. The
+//! progress thread polls with the idle policy of [`crate::wait::Poller`]; and a thread
+//! that waits for a reply or an acknowledgement takes arrivals off MPI itself at every
+//! check of its wait, and the idle service thread at every 8th
+//! (`MpiLink::pump`, from the readiness check), so a reply or a request does not wait
+//! for the progress thread's next look. One thread at a time receives. (A send does not
+//! wake the progress thread: its sender looks for the reply itself, and a second thread
+//! of the rank spinning on MPI took the cores the processors needed: SOR 2048 x 2048 x 50
+//! on 2 ranks ran 3-10 times slower, and a barrier took 70-100 us instead of 6.)
+//!
+//! # Ordering
+//!
+//! One progress thread receives everything with one wildcard receive, so the messages,
+//! replies and acknowledgements one rank sends to another are taken in the order it sent
+//! them (MPI's non-overtaking rule) and handled in that order: the per-pair order that
+//! `transport.rs` promises. A message to this node itself never goes through MPI.
+//!
+//! # Failures and stalls
+//!
+//! Besides the protocol's traffic the progress thread carries the launcher's:
+//! - heartbeats: every `beat_interval` it sends one to every peer while its node's
+//!   heartbeat moves (the service's polls bump it, as on the fabric) or the node is
+//!   outside the engine (setting up, or done); a peer silent for the stall limit is
+//!   recorded as `stopped responding`, the first failure as this rank sees it;
+//! - failures: when this rank's control block records a first failure of its own (a node
+//!   function's error or panic, or a stall it found), it sends it to every peer, whose
+//!   progress threads record it in turn (a compare-exchange keeps whichever came first)
+//!   and abort their node, so every wait of every rank gives up;
+//! - the start-up barrier (`Ready`), each rank's result (to rank 0) and rank 0's verdict
+//!   (`Done`); see `crate::launch`, "MPI ranks".
+
+use super::msg::{Inbound, MsgError, MAX_MESSAGE_BYTES};
+use super::transport::Transport;
+use super::{Fabric, NetCounters, NetError, Region};
+use crate::control::{AbortOrigin, Control};
+use crate::profile::Features;
+use crate::wait::{self, Poller, Seam, WaitFor};
+use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::topology::{Communicator, SimpleCommunicator};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Message tags of a run's communicator.
+mod tag {
+    /// A protocol message: `[kind u16 | slot u16 | token u32 | payload]`.
+    pub const MESSAGE: i32 = 1;
+    /// A reply: `[slot u16 | 0 u16 | token u32 | payload]`.
+    pub const REPLY: i32 = 2;
+    /// An acknowledgement without payload: `[slot u16 | 0 u16 | token u32]`.
+    pub const ACK: i32 = 3;
+    /// A heartbeat (empty).
+    pub const BEAT: i32 = 4;
+    /// The sender passed its setup and waits in the start-up barrier (empty).
+    pub const READY: i32 = 5;
+    /// A first failure: `[node u32 | cause, UTF-8]`.
+    pub const FAIL: i32 = 6;
+    /// A rank's result, to rank 0: `[1 | result bytes]` or `[0 | cause, UTF-8]`.
+    pub const RESULT: i32 = 7;
+    /// Rank 0's verdict on the run: `[1]` every node succeeded, `[0]` it failed.
+    pub const DONE: i32 = 8;
+}
+
+const HEADER: usize = 8;
+
+/// How often [`MpiPort::has_messages`] looks at MPI itself (once every this many calls).
+const HAS_MESSAGES_PUMP: u32 = 8;
+
+/// This process's MPI rank and the number of ranks, once MPI is initialized.
+static WORLD: OnceLock<Result<(usize, usize), String>> = OnceLock::new();
+/// The MPI environment, kept for the life of the process (dropping it would finalize
+/// MPI, which a process may initialize only once); finalized at exit ([`at_exit`]).
+static UNIVERSE: OnceLock<mpi::environment::Universe> = OnceLock::new();
+/// Set once a run failed: the process then ends with `MPI_Abort`, which stops every rank,
+/// instead of `MPI_Finalize`, which would wait for ranks that may be stopped.
+static ABORT_AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+/// Initializes MPI with `MPI_THREAD_MULTIPLE` (once per process) and returns this rank
+/// and the number of ranks.
+pub fn world() -> Result<(usize, usize), NetError> {
+    WORLD
+        .get_or_init(|| {
+            let (universe, threading) =
+                mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or_else(|| {
+                    "MPI was initialized by someone else in this process".to_string()
+                })?;
+            if threading != mpi::Threading::Multiple {
+                return Err(format!(
+                    "the MPI library offers {threading:?} threading; the DSM's processors and \
+                     service threads call MPI concurrently and need MPI_THREAD_MULTIPLE (Debian's \
+                     OpenMPI has it: apt-get install openmpi-bin libopenmpi-dev)"
+                ));
+            }
+            let w = universe.world();
+            let rank = w.rank() as usize;
+            let size = w.size() as usize;
+            let _ = UNIVERSE.set(universe);
+            crate::sys::at_exit(at_exit);
+            Ok((rank, size))
+        })
+        .clone()
+        .map_err(NetError::Mpi)
+}
+
+/// Ends MPI as the process exits: `MPI_Finalize` after runs that succeeded, `MPI_Abort`
+/// (every rank stops, the job's status is 1) after one that failed.
+extern "C" fn at_exit() {
+    if ABORT_AT_EXIT.load(Ordering::Acquire) {
+        SimpleCommunicator::world().abort(1);
+    }
+    // SAFETY: MPI was initialized (this hook is registered after) and every run's
+    // progress thread has been joined: no other thread of this process calls MPI now.
+    unsafe {
+        mpi::ffi::MPI_Finalize();
+    }
+}
+
+/// Makes this process end with `MPI_Abort` (see [`at_exit`]): a failed run leaves ranks
+/// that may be stopped or blocked, which only an abort ends.
+pub fn abort_at_exit() {
+    ABORT_AT_EXIT.store(true, Ordering::Release);
+}
+
+/// Ends the whole MPI job now with status 1 (every rank is killed).
+pub fn abort_job() -> ! {
+    SimpleCommunicator::world().abort(1)
+}
+
+/// A run's communicator, shared by the node's threads.
+struct Comm(SimpleCommunicator);
+
+// SAFETY: MPI was initialized with MPI_THREAD_MULTIPLE (`world` refuses anything less), so
+// any thread may call MPI on this communicator, concurrently with the others; the handle
+// itself is never changed after creation.
+unsafe impl Send for Comm {}
+// SAFETY: as for Send.
+unsafe impl Sync for Comm {}
+
+/// A message taken off the wire, waiting in the inbox for the node's poller.
+struct Envelope {
+    from: usize,
+    kind: u16,
+    slot: u16,
+    token: u32,
+    payload: Vec<u8>,
+}
+
+/// A processor's (or the service's) reply mailbox.
+struct Mailbox {
+    /// The token of the last reply, stored after its payload (SeqCst).
+    token: AtomicU32,
+    /// The waiter of this mailbox counts itself here while parked (`Seam::until_flagged`).
+    parked: AtomicU32,
+    payload: Mutex<Vec<u8>>,
+    /// Per-source acknowledgement words (the token each node last acknowledged).
+    acks: Vec<AtomicU32>,
+}
+
+/// A rank's result as rank 0 receives it: its bytes, or why it failed.
+pub type RankResult = Result<Vec<u8>, String>;
+
+/// What rank 0 gathers at the end of a run.
+struct Gather {
+    results: Vec<Option<RankResult>>,
+    verdict: Option<bool>,
+}
+
+/// One rank's link to the others for one cluster run: the run's communicator, the state
+/// the progress thread fills, and the thread itself.
+pub struct MpiLink {
+    comm: Comm,
+    node: usize,
+    nodes: usize,
+    fabric: Arc<Fabric>,
+    inbox: Mutex<VecDeque<Envelope>>,
+    /// Held by the one thread that takes messages off MPI at a time (`MpiLink::pump`).
+    receiver: Mutex<()>,
+    /// Held by the node's one poller at a time.
+    consumer: Mutex<()>,
+    mailboxes: Vec<Mailbox>,
+    tokens: Vec<AtomicU32>,
+    /// messages, message bytes, acknowledge requests (as `NetCounters`).
+    sent: [AtomicU64; 3],
+    /// Peers whose `Ready` has arrived.
+    ready: AtomicUsize,
+    gather: Mutex<Gather>,
+    /// Per peer: it sent its result (its silence is no stall any more).
+    finished: Vec<AtomicBool>,
+    /// The node runs its engine (between the start-up barrier and its node function's
+    /// end): the progress thread beats only while the node's heartbeat moves.
+    engine: AtomicBool,
+    /// This rank's first failure came from a peer: it is not sent on again.
+    remote_origin: AtomicBool,
+    stall_timeout: Duration,
+    /// Per peer: when a message from it last arrived.
+    last_heard: Mutex<Vec<Instant>>,
+    stop: AtomicBool,
+    kicked: AtomicBool,
+    /// Calls of `has_messages` (see there).
+    asked: AtomicU32,
+    progress: Mutex<Option<std::thread::JoinHandle<()>>>,
+    progress_thread: OnceLock<std::thread::Thread>,
+}
+
+impl std::fmt::Debug for MpiLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiLink")
+            .field("node", &self.node)
+            .field("nodes", &self.nodes)
+            .finish()
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn frame(a: u16, b: u16, token: u32, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER + payload.len());
+    v.extend_from_slice(&a.to_ne_bytes());
+    v.extend_from_slice(&b.to_ne_bytes());
+    v.extend_from_slice(&token.to_ne_bytes());
+    v.extend_from_slice(payload);
+    v
+}
+
+impl MpiLink {
+    /// Starts rank `node`'s link for a new run (collective: every rank calls it for the
+    /// same run, in the same order) and its progress thread.
+    pub fn start(
+        fabric: Arc<Fabric>,
+        node: usize,
+        nodes: usize,
+        stall_timeout: Duration,
+    ) -> Result<Arc<MpiLink>, NetError> {
+        let comm = Comm(SimpleCommunicator::world().duplicate());
+        let layout = *fabric.layout();
+        let link = Arc::new(MpiLink {
+            comm,
+            node,
+            nodes,
+            inbox: Mutex::new(VecDeque::new()),
+            receiver: Mutex::new(()),
+            consumer: Mutex::new(()),
+            mailboxes: (0..layout.mailboxes)
+                .map(|_| Mailbox {
+                    token: AtomicU32::new(0),
+                    parked: AtomicU32::new(0),
+                    payload: Mutex::new(Vec::new()),
+                    acks: (0..nodes).map(|_| AtomicU32::new(0)).collect(),
+                })
+                .collect(),
+            tokens: (0..layout.mailboxes).map(|_| AtomicU32::new(0)).collect(),
+            sent: Default::default(),
+            ready: AtomicUsize::new(0),
+            gather: Mutex::new(Gather {
+                results: (0..nodes).map(|_| None).collect(),
+                verdict: None,
+            }),
+            finished: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            engine: AtomicBool::new(false),
+            remote_origin: AtomicBool::new(false),
+            stall_timeout,
+            last_heard: Mutex::new(vec![Instant::now(); nodes]),
+            stop: AtomicBool::new(false),
+            kicked: AtomicBool::new(false),
+            asked: AtomicU32::new(0),
+            progress: Mutex::new(None),
+            progress_thread: OnceLock::new(),
+            fabric,
+        });
+        let runner = Arc::clone(&link);
+        let handle = std::thread::Builder::new()
+            .name(format!("dsm-mpi-progress-{node}"))
+            .spawn(move || runner.progress())
+            .map_err(NetError::Io)?;
+        let _ = link.progress_thread.set(handle.thread().clone());
+        *link.progress.lock().expect("poisoned") = Some(handle);
+        Ok(link)
+    }
+
+    fn control(&self) -> &Control {
+        self.fabric.control()
+    }
+
+    fn seam(&self) -> Seam<'_> {
+        Seam::new(self.control(), self.node)
+    }
+
+    fn send_raw(&self, to: usize, tag: i32, bytes: &[u8]) {
+        self.comm
+            .0
+            .process_at_rank(to as i32)
+            .send_with_tag(bytes, tag);
+    }
+
+    fn to_peers(&self, tag: i32, bytes: &[u8]) {
+        for n in (0..self.nodes).filter(|&n| n != self.node) {
+            self.send_raw(n, tag, bytes);
+        }
+    }
+
+    /// An arrival is due (the start-up barrier's), or the thread must stop: the progress
+    /// thread looks at once and closely for a while.
+    fn kick(&self) {
+        self.kicked.store(true, Ordering::Release);
+        if let Some(t) = self.progress_thread.get() {
+            Poller::kick(t);
+        }
+    }
+
+    /// The start-up barrier: tells every peer this node is ready and waits (through the
+    /// seam: it gives up if the cluster aborts) until every peer has said so.
+    pub fn startup_barrier(&self) -> Result<(), MsgError> {
+        self.to_peers(tag::READY, &[]);
+        self.kick();
+        self.seam().until(WaitFor::Startup, || {
+            self.ready.load(Ordering::Acquire) == self.nodes - 1
+        })?;
+        self.engine.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The node function has returned: the node's heartbeat stops moving, which is no
+    /// stall.
+    pub fn engine_done(&self) {
+        self.engine.store(false, Ordering::Release);
+    }
+
+    /// Sends this rank's result to rank 0.
+    pub fn send_result(&self, result: &RankResult) {
+        let mut bytes = Vec::new();
+        match result {
+            Ok(b) => {
+                bytes.push(1);
+                bytes.extend_from_slice(b);
+            }
+            Err(cause) => {
+                bytes.push(0);
+                bytes.extend_from_slice(cause.as_bytes());
+            }
+        }
+        self.send_raw(0, tag::RESULT, &bytes);
+    }
+
+    /// Rank 0: waits for every other rank's result, or for the cluster to abort. Returns
+    /// them in node order (`None` for this rank's own place).
+    pub fn gather(&self) -> Result<Vec<Option<RankResult>>, wait::Aborted> {
+        self.seam().until(WaitFor::Results, || {
+            let g = self.gather.lock().expect("poisoned");
+            g.results.iter().skip(1).all(Option::is_some)
+        })?;
+        let mut g = self.gather.lock().expect("poisoned");
+        Ok(std::mem::take(&mut g.results))
+    }
+
+    /// Rank 0: tells every other rank how the run ended.
+    pub fn send_verdict(&self, ok: bool) {
+        self.to_peers(tag::DONE, &[ok as u8]);
+    }
+
+    /// Another rank: waits for rank 0's verdict. Returns it, or `None` once the cluster
+    /// has aborted and no verdict came.
+    pub fn verdict(&self) -> Option<bool> {
+        let got = || self.gather.lock().expect("poisoned").verdict;
+        match self.seam().until(WaitFor::Results, || got().is_some()) {
+            Ok(()) => got(),
+            Err(wait::Aborted) => got(),
+        }
+    }
+
+    /// After a failed run, on a rank other than 0: waits for rank 0's verdict (`Some`), or
+    /// until rank 0 is known to have failed or has been silent for the stall limit
+    /// (`None`: it will not report). This wait does not give up on the abort, which has
+    /// happened already.
+    pub fn await_verdict_or_silence_of_rank_0(&self) -> Option<bool> {
+        let mut poller = Poller::default();
+        loop {
+            if let Some(v) = self.gather.lock().expect("poisoned").verdict {
+                return Some(v);
+            }
+            if let AbortOrigin::Recorded { node: 0, .. } = self.control().abort_origin() {
+                return None;
+            }
+            if self.silence(0) >= self.stall_timeout {
+                return None;
+            }
+            poller.idle();
+        }
+    }
+
+    /// How long `node` has been silent.
+    fn silence(&self, node: usize) -> Duration {
+        self.last_heard.lock().expect("poisoned")[node].elapsed()
+    }
+
+    /// The cause to report for rank 0's silence.
+    pub fn rank_0_silence(&self) -> String {
+        format!(
+            "stopped responding: no message for {:.1} s after the run failed (the stall limit is {:.1} s)",
+            self.silence(0).as_secs_f64(),
+            self.stall_timeout.as_secs_f64()
+        )
+    }
+
+    /// Stops the progress thread and frees the run's communicator.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.kick();
+        if let Some(h) = self.progress.lock().expect("poisoned").take() {
+            let _ = h.join();
+        }
+    }
+
+    /// The progress thread (module doc).
+    fn progress(&self) {
+        let mut poller = Poller::default();
+        let beat_interval = (self.stall_timeout / 4).min(Duration::from_millis(500));
+        let mut last_beat_sent: Option<Instant> = None;
+        let mut last_heartbeat = u64::MAX;
+        let mut forwarded = false;
+        let mut looks = 0u32;
+        crate::sys::set_timer_slack_ns(1_000);
+        while !self.stop.load(Ordering::Acquire) {
+            // `None`: a waiting thread of the node receives now; this thread backs off
+            // as if nothing had come (two threads of a rank spinning on MPI would take
+            // the cores the processors compute on).
+            if self.try_pump().is_some_and(|n| n > 0) {
+                poller.busy();
+                continue;
+            }
+            if self.kicked.swap(false, Ordering::AcqRel) {
+                poller.busy();
+            }
+            looks = looks.wrapping_add(1);
+            if !poller.sleeping() && looks % 256 != 0 {
+                poller.idle();
+                continue;
+            }
+            let now = Instant::now();
+            if !forwarded {
+                forwarded = self.forward_failure();
+            }
+            if last_beat_sent.is_none_or(|t| now.duration_since(t) >= beat_interval) {
+                let hb = self.control().heartbeat(self.node);
+                if hb != last_heartbeat || !self.engine.load(Ordering::Acquire) {
+                    self.to_peers(tag::BEAT, &[]);
+                }
+                last_heartbeat = hb;
+                last_beat_sent = Some(now);
+                self.watch(now);
+            }
+            poller.idle();
+        }
+    }
+
+    /// Takes every message that has arrived off MPI and handles it (module doc), unless
+    /// another thread of the node is doing so; returns how many there were. The progress
+    /// thread pumps all the time; a thread that waits for a reply or for messages pumps
+    /// too while it spins, so that what it waits for does not wait for the progress
+    /// thread's next look. One thread pumps at a time, so arrivals are handled in order.
+    fn pump(&self) -> usize {
+        self.try_pump().unwrap_or(0)
+    }
+
+    /// [`MpiLink::pump`], or `None` if another thread of the node is receiving.
+    fn try_pump(&self) -> Option<usize> {
+        let Ok(_receiver) = self.receiver.try_lock() else {
+            return None;
+        };
+        let mut n = 0;
+        while let Some(probed) = self.comm.0.any_process().immediate_matched_probe() {
+            let (bytes, status) = probed.matched_receive_vec::<u8>();
+            let from = status.source_rank() as usize;
+            self.last_heard.lock().expect("poisoned")[from] = Instant::now();
+            self.arrived(from, status.tag(), bytes);
+            n += 1;
+        }
+        Some(n)
+    }
+
+    /// Records a peer that has been silent for the stall limit as this rank's first
+    /// failure (unless the cluster has already aborted).
+    fn watch(&self, now: Instant) {
+        if self.control().aborted() {
+            return;
+        }
+        let last_heard = self.last_heard.lock().expect("poisoned").clone();
+        for n in (0..self.nodes).filter(|&n| n != self.node) {
+            if self.finished[n].load(Ordering::Acquire) {
+                continue;
+            }
+            let silent = now.duration_since(last_heard[n]);
+            if silent >= self.stall_timeout {
+                let cause = format!(
+                    "stopped responding: no heartbeat for {:.1} s (the stall limit is {:.1} s; --stall-timeout or DSM_STALL_TIMEOUT)",
+                    silent.as_secs_f64(),
+                    self.stall_timeout.as_secs_f64()
+                );
+                self.control().fail(n, &cause);
+                return;
+            }
+        }
+    }
+
+    /// Sends this rank's own first failure to every peer, once it is recorded; returns
+    /// true once there is nothing more to send.
+    fn forward_failure(&self) -> bool {
+        if !self.control().aborted() {
+            return false;
+        }
+        match self.control().abort_origin() {
+            AbortOrigin::Recorded { node, cause } => {
+                if !self.remote_origin.load(Ordering::Acquire) {
+                    let mut bytes = (node as u32).to_ne_bytes().to_vec();
+                    bytes.extend_from_slice(cause.as_bytes());
+                    self.to_peers(tag::FAIL, &bytes);
+                }
+                true
+            }
+            // The claimant publishes its cause in a moment.
+            AbortOrigin::Claimed { .. } => false,
+            // An abort with no failure of this rank's (a consequence of one elsewhere).
+            AbortOrigin::None => true,
+        }
+    }
+
+    /// Handles one arrival from `from` (module doc).
+    fn arrived(&self, from: usize, t: i32, bytes: Vec<u8>) {
+        match t {
+            tag::MESSAGE if bytes.len() >= HEADER => {
+                self.deliver(Envelope {
+                    from,
+                    kind: u16_at(&bytes, 0),
+                    slot: u16_at(&bytes, 2),
+                    token: u32_at(&bytes, 4),
+                    payload: bytes[HEADER..].to_vec(),
+                });
+            }
+            tag::REPLY if bytes.len() >= HEADER => {
+                self.land_reply(u16_at(&bytes, 0), u32_at(&bytes, 4), &bytes[HEADER..]);
+            }
+            tag::ACK if bytes.len() >= HEADER => {
+                self.land_ack(from, u16_at(&bytes, 0), u32_at(&bytes, 4));
+            }
+            tag::BEAT => {}
+            tag::READY => {
+                self.ready.fetch_add(1, Ordering::AcqRel);
+                wait::wake(self.control(), self.node);
+            }
+            tag::FAIL if bytes.len() >= 4 => {
+                let node = u32_at(&bytes, 0) as usize;
+                let cause = String::from_utf8_lossy(&bytes[4..]).into_owned();
+                if self.control().fail(node.min(self.nodes - 1), &cause) {
+                    self.remote_origin.store(true, Ordering::Release);
+                }
+            }
+            tag::RESULT if !bytes.is_empty() => {
+                let result = if bytes[0] == 1 {
+                    Ok(bytes[1..].to_vec())
+                } else {
+                    Err(String::from_utf8_lossy(&bytes[1..]).into_owned())
+                };
+                self.finished[from].store(true, Ordering::Release);
+                self.gather.lock().expect("poisoned").results[from] = Some(result);
+                wait::wake(self.control(), self.node);
+            }
+            tag::DONE if !bytes.is_empty() => {
+                self.gather.lock().expect("poisoned").verdict = Some(bytes[0] == 1);
+                wait::wake(self.control(), self.node);
+            }
+            _ => {
+                let cause = format!(
+                    "received a malformed MPI message from rank {from} (tag {t}, {} bytes): every rank must run the same build of the same program",
+                    bytes.len()
+                );
+                self.control().fail(self.node, &cause);
+            }
+        }
+    }
+
+    fn deliver(&self, env: Envelope) {
+        self.inbox.lock().expect("poisoned").push_back(env);
+        wait::wake(self.control(), self.node);
+    }
+
+    fn land_reply(&self, slot: u16, token: u32, payload: &[u8]) {
+        let Some(mb) = self.mailboxes.get(slot as usize) else {
+            return;
+        };
+        {
+            let mut p = mb.payload.lock().expect("poisoned");
+            p.clear();
+            p.extend_from_slice(payload);
+        }
+        mb.token.store(token, Ordering::SeqCst);
+        wait::wake_flagged(self.control(), self.node, &mb.parked);
+    }
+
+    fn land_ack(&self, from: usize, slot: u16, token: u32) {
+        let Some(mb) = self.mailboxes.get(slot as usize) else {
+            return;
+        };
+        mb.acks[from].store(token, Ordering::SeqCst);
+        wait::wake_flagged(self.control(), self.node, &mb.parked);
+    }
+
+    fn count_sent(&self, bytes: usize) {
+        self.sent[0].fetch_add(1, Ordering::Relaxed);
+        self.sent[1].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn check_mailbox(&self, to: usize, slot: u16) -> Result<(), MsgError> {
+        if to >= self.nodes {
+            return Err(MsgError::NoSuchNode(to));
+        }
+        if slot as usize >= self.mailboxes.len() {
+            return Err(MsgError::NoSuchMailbox {
+                slot: slot as usize,
+                slots: self.mailboxes.len(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One node's endpoint on the MPI transport: its [`Transport`].
+#[derive(Debug)]
+pub(crate) struct MpiPort {
+    link: Arc<MpiLink>,
+}
+
+impl MpiPort {
+    pub(crate) fn new(link: Arc<MpiLink>) -> MpiPort {
+        MpiPort { link }
+    }
+
+    /// The rank's local fabric (its heap and control block).
+    pub(crate) fn fabric(&self) -> &Arc<Fabric> {
+        &self.link.fabric
+    }
+
+    fn refuse(&self, what: &str) -> ! {
+        panic!(
+            "node {} asked the MPI transport for {what}, which it lacks: the protocol variant should have been refused at configuration",
+            self.link.node
+        )
+    }
+}
+
+impl Transport for MpiPort {
+    fn node(&self) -> usize {
+        self.link.node
+    }
+
+    fn nodes(&self) -> usize {
+        self.link.nodes
+    }
+
+    fn features(&self) -> Features {
+        Features::MPI
+    }
+
+    fn describe(&self) -> String {
+        crate::profile::MPI_TITLE.into()
+    }
+
+    /// No region is ever written remotely; regions get this node's local memory (the
+    /// fabric's pool) for the variants that keep words there for themselves.
+    fn address_space(&self) -> (u64, u64) {
+        let l = self.link.fabric.layout();
+        (l.address_space_bytes, l.user_base)
+    }
+
+    fn control(&self) -> &Control {
+        self.link.control()
+    }
+
+    fn counters(&self) -> NetCounters {
+        let s = &self.link.sent;
+        NetCounters {
+            packets: s[0].load(Ordering::Relaxed),
+            bytes: s[1].load(Ordering::Relaxed),
+            broadcasts: 0,
+            messages: s[0].load(Ordering::Relaxed),
+            message_bytes: s[1].load(Ordering::Relaxed),
+            acks: s[2].load(Ordering::Relaxed),
+        }
+    }
+
+    fn attach(&self, _offset: u64, _len: u64, loopback: bool) {
+        if loopback {
+            self.refuse("loopback");
+        }
+    }
+
+    fn detach(&self, _offset: u64, _len: u64) {}
+
+    fn receives(&self, _offset: u64) -> bool {
+        false
+    }
+
+    fn receive_memory(&self, region: &Region) -> *mut u8 {
+        self.link
+            .fabric
+            .pool_ptr(self.link.node, region.offset)
+    }
+
+    fn write(&self, _region: &Region, _at: u64, _data: &[u8]) {
+        self.refuse("a remote write");
+    }
+
+    fn write_runs(&self, _region: &Region, _base: u64, _runs: &[(usize, &[u8])]) {
+        self.refuse("a remote write");
+    }
+
+    /// Messages land when they are received; there are no remote writes to wait for.
+    fn ack(&self, _seam: &Seam<'_>) -> Result<(), MsgError> {
+        self.link.sent[2].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn ring_bells(&self, mask: u64) {
+        if mask & (1u64 << self.link.node) != 0 {
+            wait::wake(self.link.control(), self.link.node);
+        }
+    }
+
+    /// MPI buffers what the receiver has not taken yet: a send never waits for space.
+    fn send(
+        &self,
+        _seam: Option<&Seam<'_>>,
+        to: usize,
+        kind: u16,
+        slot: u16,
+        token: u32,
+        payload: &[u8],
+    ) -> Result<bool, MsgError> {
+        let link = &self.link;
+        if to >= link.nodes {
+            return Err(MsgError::NoSuchNode(to));
+        }
+        if payload.len() > MAX_MESSAGE_BYTES {
+            return Err(MsgError::TooLarge {
+                len: payload.len(),
+                max: MAX_MESSAGE_BYTES,
+            });
+        }
+        if link.control().aborted() {
+            return Err(MsgError::Aborted);
+        }
+        if to == link.node {
+            link.deliver(Envelope {
+                from: to,
+                kind,
+                slot,
+                token,
+                payload: payload.to_vec(),
+            });
+        } else {
+            link.send_raw(to, tag::MESSAGE, &frame(kind, slot, token, payload));
+        }
+        link.count_sent(HEADER + payload.len());
+        Ok(true)
+    }
+
+    fn poll(&self, mut f: impl FnMut(Inbound<'_>)) -> usize {
+        let link = &self.link;
+        let Ok(_consumer) = link.consumer.try_lock() else {
+            return 0;
+        };
+        link.pump();
+        let mut handled = 0;
+        loop {
+            let Some(env) = link.inbox.lock().expect("poisoned").pop_front() else {
+                break;
+            };
+            f(Inbound {
+                from: env.from,
+                kind: env.kind,
+                slot: env.slot,
+                token: env.token,
+                payload: &env.payload,
+            });
+            handled += 1;
+        }
+        handled
+    }
+
+    /// Takes arrivals off MPI itself once every `HAS_MESSAGES_PUMP` calls: the idle
+    /// service thread asks thousands of times before it parks, and a look at MPI costs
+    /// far more than a look at a ring.
+    fn has_messages(&self) -> bool {
+        let link = &self.link;
+        if link.asked.fetch_add(1, Ordering::Relaxed) % HAS_MESSAGES_PUMP == 0 {
+            link.pump();
+        }
+        link.consumer.try_lock().is_err() || !link.inbox.lock().expect("poisoned").is_empty()
+    }
+
+    fn next_token(&self, slot: u16) -> u32 {
+        let t = &self.link.tokens[slot as usize];
+        let mut v = t.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        if v == 0 {
+            v = t.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        }
+        v
+    }
+
+    fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+        let link = &self.link;
+        link.check_mailbox(to, slot)?;
+        if payload.len() > MAX_MESSAGE_BYTES {
+            return Err(MsgError::TooLarge {
+                len: payload.len(),
+                max: MAX_MESSAGE_BYTES,
+            });
+        }
+        if to == link.node {
+            link.land_reply(slot, token, payload);
+        } else {
+            link.send_raw(to, tag::REPLY, &frame(slot, 0, token, payload));
+        }
+        link.count_sent(HEADER + payload.len());
+        Ok(())
+    }
+
+    fn wait_reply(
+        &self,
+        seam: &Seam<'_>,
+        what: WaitFor,
+        slot: u16,
+        token: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), MsgError> {
+        let link = &self.link;
+        link.check_mailbox(link.node, slot)?;
+        let mb = &link.mailboxes[slot as usize];
+        seam.until_flagged(what, &mb.parked, || {
+            mb.token.load(Ordering::SeqCst) == token || {
+                link.pump();
+                mb.token.load(Ordering::SeqCst) == token
+            }
+        })?;
+        let p = mb.payload.lock().expect("poisoned");
+        out.clear();
+        out.extend_from_slice(&p);
+        Ok(())
+    }
+
+    fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError> {
+        let link = &self.link;
+        link.check_mailbox(to, slot)?;
+        if to == link.node {
+            link.land_ack(to, slot, token);
+        } else {
+            link.send_raw(to, tag::ACK, &frame(slot, 0, token, &[]));
+        }
+        link.count_sent(HEADER);
+        Ok(())
+    }
+
+    fn wait_acks(
+        &self,
+        seam: &Seam<'_>,
+        kind: u16,
+        slot: u16,
+        token: u32,
+        from: u64,
+    ) -> Result<(), MsgError> {
+        let link = &self.link;
+        link.check_mailbox(link.node, slot)?;
+        let mb = &link.mailboxes[slot as usize];
+        let what = WaitFor::Acks {
+            kind,
+            nodes: from.count_ones() as usize,
+        };
+        let acked = || {
+            (0..link.nodes)
+                .filter(|n| from & (1u64 << n) != 0)
+                .all(|n| mb.acks[n].load(Ordering::SeqCst) == token)
+        };
+        seam.until_flagged(what, &mb.parked, || {
+            acked() || {
+                link.pump();
+                acked()
+            }
+        })?;
+        Ok(())
+    }
+}
