@@ -65,7 +65,7 @@
 use crate::control::Control;
 use crate::sys;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Checks with a spin hint in between: long enough to cover a round trip to a polling peer.
@@ -336,11 +336,28 @@ pub(crate) fn unlock_word(word: &AtomicU32) {
     word.store(0, Ordering::Release);
 }
 
-/// Gives the core away once, to shake up the interleaving of threads: the ordering tests'
-/// traced transmits do it between receivers, so that a missing lock shows as a reordering.
-/// It waits for nothing.
+/// The longest delay of [`perturb_schedule`], in spin hints (about 6 us on the EPYC cores
+/// this was measured on).
+const PERTURB_MAX_CHECKS: u64 = 256;
+
+/// Delays the caller by a pseudo-random 0 to `PERTURB_MAX_CHECKS` spin hints, to shake up
+/// the interleaving of threads: the ordering tests' traced transmits do it between
+/// receivers, inside the hub and link locks, so that a missing lock shows as a reordering
+/// (with the broadcast's locks taken out, both ordering tests fail at their first seed). It
+/// keeps its core and waits for nothing. It used to yield instead; beside two CPU hogs on
+/// two cores that handed the core to a hog for a whole time slice while the senders waited
+/// for the lock the yielder held (the processes ordering test: 0.45 s idle, 90 s loaded).
 pub(crate) fn perturb_schedule() {
-    std::thread::yield_now();
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    // SplitMix64's finalizer over a counter: cheap, and different for every call.
+    let mut z = DRAWS
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    for _ in 0..(z ^ (z >> 31)) % (PERTURB_MAX_CHECKS + 1) {
+        std::hint::spin_loop();
+    }
 }
 
 /// The longest the launcher sleeps between looks at its node processes: what it must
