@@ -19,6 +19,27 @@
 //! The idle service thread ([`WaitFor::Messages`]) spins `IDLE_SPIN_CHECKS` and parks
 //! without yielding: nobody waits on it, and yielding would only take cores from the
 //! processors.
+//!
+//! Spinning and yielding pay only while the cores are not wanted by more threads than
+//! they hold: on a crowded host (more runnable threads, of the cluster or of other
+//! programs, than cores) a spinner holds a core the thread it waits for needs, and a yield
+//! hands the core to whichever thread the kernel picks, another program included, for a
+//! whole time slice (milliseconds), thousands of times in one wait. So a wait stops
+//! early and parks, and the thread that answers it rings it:
+//!
+//! - a spinner reads the clock every `LOOK_EVERY` checks; a gap of `SWITCHED_OUT_NS`
+//!   between two looks means the kernel gave its core away, and a yield that lasts as long
+//!   means another thread ran meanwhile: either way the host is crowded;
+//! - the waiter that finds it so records it in the control block (for `CROWDED_FOR_NS`,
+//!   for every node and process of the cluster: they share the cores) and parks;
+//! - while the host counts as crowded, every wait, the idle service's too, spins only
+//!   `CROWDED_SPIN_CHECKS` (an answer already on its way) before it parks.
+//!
+//! Counting runnable threads instead would count the spinners themselves: an idle service
+//! or a barrier's waiter spinning on a core nobody else wants is no reason to park, and
+//! parking there made the 2-node barrier 20 times slower. A switch-out is what shows that
+//! somebody else wanted the core. Beside two CPU hogs on two cores this took a litmus
+//! test from 52-77 s to 3 s; on a host with cores to spare nothing changes.
 //! While it spins and after every wake-up it *serves* its node's incoming messages if the
 //! seam has a [`Serve`] hook, as Cashmere's processors poll: a waiting processor handles
 //! the requests addressed to its node instead of leaving them to a service thread that may
@@ -76,6 +97,18 @@ const YIELD_CHECKS: u32 = 3_600;
 const IDLE_SPIN_CHECKS: u32 = 2_000;
 /// A spinning waiter serves its node's messages once every this many checks.
 const SERVE_EVERY: u32 = 64;
+/// A spinning waiter reads the clock once every this many checks, to see whether it was
+/// switched out and whether the host is crowded (module doc, "Policy").
+const LOOK_EVERY: u32 = 16;
+/// A gap this long between two looks (or one yield this long) means the kernel gave the
+/// waiter's core to another thread: the host is crowded. Far above what the checks between
+/// two looks take (under a microsecond) and far below a time slice (milliseconds).
+const SWITCHED_OUT_NS: u64 = 50_000;
+/// How long the host counts as crowded after a waiter found it so.
+const CROWDED_FOR_NS: u64 = 20_000_000;
+/// On a crowded host a wait spins this many checks (a few microseconds: an answer already
+/// on its way, a lock's loopback) before it parks.
+const CROWDED_SPIN_CHECKS: u32 = 64;
 /// The longest a parked thread sleeps before it looks again: a safety net, never the
 /// reason a wait ends (see the module doc).
 const PARK_TIMEOUT: Duration = Duration::from_millis(20);
@@ -218,22 +251,8 @@ impl<'a> Seam<'a> {
                 }
             }
         }
-        let (spins, yields) = match what {
-            WaitFor::Messages => (IDLE_SPIN_CHECKS, 0),
-            _ => (SPIN_CHECKS, YIELD_CHECKS),
-        };
-        for check in 1..=spins + yields {
-            if ready() {
-                return Ok(());
-            }
-            if check % SERVE_EVERY == 0 {
-                self.serve_now();
-            }
-            if check < spins {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+        if self.spin_and_yield(what, &mut ready) {
+            return Ok(());
         }
         let parked_since = Instant::now();
         let mut reported = false;
@@ -260,6 +279,55 @@ impl<'a> Seam<'a> {
                 );
             }
         }
+    }
+
+    /// The wait before parking (module doc, "Policy"): spins, then yields, checking
+    /// `ready` between, and stops early on a crowded host. Returns true once `ready` holds,
+    /// false when the thread should park.
+    fn spin_and_yield(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
+        let (spins, yields) = match what {
+            WaitFor::Messages => (IDLE_SPIN_CHECKS, 0),
+            _ => (SPIN_CHECKS, YIELD_CHECKS),
+        };
+        // The clock at the last look, 0 before the first: a wait that ends within
+        // `LOOK_EVERY` checks (a lock's loopback) never reads it.
+        let mut looked_ns = 0;
+        for check in 1..=spins + yields {
+            if ready() {
+                return true;
+            }
+            if check % SERVE_EVERY == 0 {
+                self.serve_now();
+                // Serving is work, not a switch-out: the next look starts afresh.
+                looked_ns = 0;
+            }
+            if check < spins {
+                if check % LOOK_EVERY == 0 {
+                    let now = sys::monotonic_ns();
+                    if looked_ns != 0 && now - looked_ns >= SWITCHED_OUT_NS {
+                        // The kernel gave this spinner's core to another thread.
+                        self.control.crowd(now, CROWDED_FOR_NS);
+                        return false;
+                    }
+                    if check >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
+                        return false;
+                    }
+                    looked_ns = now;
+                }
+                std::hint::spin_loop();
+            } else {
+                let before = sys::monotonic_ns();
+                std::thread::yield_now();
+                let now = sys::monotonic_ns();
+                if now - before >= SWITCHED_OUT_NS {
+                    // The yield let another thread run for a while: it is better woken
+                    // by the event than handed the core back and forth.
+                    self.control.crowd(now, CROWDED_FOR_NS);
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     /// Registers as parked, checks `ready` once more, and sleeps on the bell unless it
