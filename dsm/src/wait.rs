@@ -608,6 +608,49 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_on_a_crowded_host_parks_after_a_few_checks_and_is_woken() {
+        let f = fabric();
+        // Crowded for an hour: longer than any run of this test.
+        f.crowd(sys::monotonic_ns(), 3_600_000_000_000);
+        let go = AtomicBool::new(false);
+        let checks = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                Seam::new(&f, 0).until(WaitFor::LocalLock { id: 0 }, || {
+                    checks.fetch_add(1, Ordering::SeqCst);
+                    go.load(Ordering::SeqCst)
+                })
+            });
+            // Until the waiter is registered as parked: it parks without a yield phase.
+            while f.bell(0).parked.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            // Its spin and the park's own check (module doc, "no lost wake-up"): 65, and
+            // two more for each park timeout since. Uncrowded it parks after 4,000.
+            assert!(
+                checks.load(Ordering::SeqCst) < SPIN_CHECKS,
+                "a crowded wait made {} checks before it parked",
+                checks.load(Ordering::SeqCst)
+            );
+            go.store(true, Ordering::SeqCst);
+            wake(&f, 0);
+            waiter.join().unwrap().unwrap();
+        });
+    }
+
+    #[test]
+    fn the_host_counts_as_crowded_for_the_time_given_and_no_longer() {
+        let f = fabric();
+        assert!(!f.crowded(sys::monotonic_ns()), "a new cluster's host is not crowded");
+        f.crowd(1_000, 500);
+        assert!(f.crowded(1_499));
+        assert!(!f.crowded(1_500));
+        // A shorter mark does not cut a longer one.
+        f.crowd(1_100, 100);
+        assert!(f.crowded(1_499));
+    }
+
+    #[test]
     fn a_wait_gives_up_when_the_cluster_aborts() {
         let f = fabric();
         std::thread::scope(|s| {
