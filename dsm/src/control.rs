@@ -8,7 +8,9 @@
 //! - the first failure: which node failed first and why ([`Control::fail`]);
 //! - each node's doorbell, on which its parked threads sleep (`crate::wait`);
 //! - each node's status (state, pid, result length) for the launcher;
-//! - each node's heartbeat, bumped while its service polls and watched by the launcher.
+//! - each node's heartbeat, bumped while its service polls and watched by the launcher;
+//! - until when the host counts as crowded: a waiter of any node found that the cores were
+//!   wanted by more threads than they hold (`crate::wait`, "Policy").
 //!
 //! It knows nothing of the network or the launcher: both use it.
 
@@ -93,6 +95,10 @@ pub(crate) struct Control {
     /// Each node's liveness counter, bumped by every poll of the node's messages (its
     /// service thread polls at least every 50 ms while it runs) and watched by the launcher.
     heartbeat: [Padded<AtomicU64>; MAX_NODES],
+    /// Until when (`sys::monotonic_ns`, the same clock in every process of the host) the
+    /// host counts as crowded; 0 if it never was. Only the wait policy reads it, and no
+    /// wake-up depends on it: a stale value costs time, never progress.
+    crowded_until_ns: Padded<AtomicU64>,
 }
 
 impl Control {
@@ -126,6 +132,19 @@ impl Control {
         for node in 0..self.nodes.load(Ordering::Relaxed) as usize {
             self.bell(node).ring();
         }
+    }
+
+    /// Records that a waiter found the host crowded at `now_ns`: it stays so for `for_ns`.
+    pub(crate) fn crowd(&self, now_ns: u64, for_ns: u64) {
+        self.crowded_until_ns
+            .0
+            .fetch_max(now_ns + for_ns, Ordering::Relaxed);
+    }
+
+    /// Whether a waiter found the host crowded recently enough that it still counts so at
+    /// `now_ns` (see [`Control::crowd`]).
+    pub(crate) fn crowded(&self, now_ns: u64) -> bool {
+        self.crowded_until_ns.0.load(Ordering::Relaxed) > now_ns
     }
 
     pub(crate) fn aborted(&self) -> bool {

@@ -19,6 +19,27 @@
 //! The idle service thread ([`WaitFor::Messages`]) spins `IDLE_SPIN_CHECKS` and parks
 //! without yielding: nobody waits on it, and yielding would only take cores from the
 //! processors.
+//!
+//! Spinning and yielding pay only while the cores are not wanted by more threads than
+//! they hold: on a crowded host (more runnable threads, of the cluster or of other
+//! programs, than cores) a spinner holds a core the thread it waits for needs, and a yield
+//! hands the core to whichever thread the kernel picks, another program included, for a
+//! whole time slice (milliseconds), thousands of times in one wait. So a wait stops
+//! early and parks, and the thread that answers it rings it:
+//!
+//! - a spinner reads the clock every `LOOK_EVERY` checks; a gap of `SWITCHED_OUT_NS`
+//!   between two looks means the kernel gave its core away, and a yield that lasts as long
+//!   means another thread ran meanwhile: either way the host is crowded;
+//! - the waiter that finds it so records it in the control block (for `CROWDED_FOR_NS`,
+//!   for every node and process of the cluster: they share the cores) and parks;
+//! - while the host counts as crowded, every wait, the idle service's too, spins only
+//!   `CROWDED_SPIN_CHECKS` (an answer already on its way) before it parks.
+//!
+//! Counting runnable threads instead would count the spinners themselves: an idle service
+//! or a barrier's waiter spinning on a core nobody else wants is no reason to park, and
+//! parking there made the 2-node barrier 20 times slower. A switch-out is what shows that
+//! somebody else wanted the core. Beside two CPU hogs on two cores this took a litmus
+//! test from 52-77 s to 3 s; on a host with cores to spare nothing changes.
 //! While it spins and after every wake-up it *serves* its node's incoming messages if the
 //! seam has a [`Serve`] hook, as Cashmere's processors poll: a waiting processor handles
 //! the requests addressed to its node instead of leaving them to a service thread that may
@@ -65,7 +86,7 @@
 use crate::control::Control;
 use crate::sys;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Checks with a spin hint in between: long enough to cover a round trip to a polling peer.
@@ -76,6 +97,18 @@ const YIELD_CHECKS: u32 = 3_600;
 const IDLE_SPIN_CHECKS: u32 = 2_000;
 /// A spinning waiter serves its node's messages once every this many checks.
 const SERVE_EVERY: u32 = 64;
+/// A spinning waiter reads the clock once every this many checks, to see whether it was
+/// switched out and whether the host is crowded (module doc, "Policy").
+const LOOK_EVERY: u32 = 16;
+/// A gap this long between two looks (or one yield this long) means the kernel gave the
+/// waiter's core to another thread: the host is crowded. Far above what the checks between
+/// two looks take (under a microsecond) and far below a time slice (milliseconds).
+const SWITCHED_OUT_NS: u64 = 50_000;
+/// How long the host counts as crowded after a waiter found it so.
+const CROWDED_FOR_NS: u64 = 20_000_000;
+/// On a crowded host a wait spins this many checks (a few microseconds: an answer already
+/// on its way, a lock's loopback) before it parks.
+const CROWDED_SPIN_CHECKS: u32 = 64;
 /// The longest a parked thread sleeps before it looks again: a safety net, never the
 /// reason a wait ends (see the module doc).
 const PARK_TIMEOUT: Duration = Duration::from_millis(20);
@@ -218,22 +251,8 @@ impl<'a> Seam<'a> {
                 }
             }
         }
-        let (spins, yields) = match what {
-            WaitFor::Messages => (IDLE_SPIN_CHECKS, 0),
-            _ => (SPIN_CHECKS, YIELD_CHECKS),
-        };
-        for check in 1..=spins + yields {
-            if ready() {
-                return Ok(());
-            }
-            if check % SERVE_EVERY == 0 {
-                self.serve_now();
-            }
-            if check < spins {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+        if self.spin_and_yield(what, &mut ready) {
+            return Ok(());
         }
         let parked_since = Instant::now();
         let mut reported = false;
@@ -260,6 +279,55 @@ impl<'a> Seam<'a> {
                 );
             }
         }
+    }
+
+    /// The wait before parking (module doc, "Policy"): spins, then yields, checking
+    /// `ready` between, and stops early on a crowded host. Returns true once `ready` holds,
+    /// false when the thread should park.
+    fn spin_and_yield(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
+        let (spins, yields) = match what {
+            WaitFor::Messages => (IDLE_SPIN_CHECKS, 0),
+            _ => (SPIN_CHECKS, YIELD_CHECKS),
+        };
+        // The clock at the last look, 0 before the first: a wait that ends within
+        // `LOOK_EVERY` checks (a lock's loopback) never reads it.
+        let mut looked_ns = 0;
+        for check in 1..=spins + yields {
+            if ready() {
+                return true;
+            }
+            if check % SERVE_EVERY == 0 {
+                self.serve_now();
+                // Serving is work, not a switch-out: the next look starts afresh.
+                looked_ns = 0;
+            }
+            if check < spins {
+                if check % LOOK_EVERY == 0 {
+                    let now = sys::monotonic_ns();
+                    if looked_ns != 0 && now - looked_ns >= SWITCHED_OUT_NS {
+                        // The kernel gave this spinner's core to another thread.
+                        self.control.crowd(now, CROWDED_FOR_NS);
+                        return false;
+                    }
+                    if check >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
+                        return false;
+                    }
+                    looked_ns = now;
+                }
+                std::hint::spin_loop();
+            } else {
+                let before = sys::monotonic_ns();
+                std::thread::yield_now();
+                let now = sys::monotonic_ns();
+                if now - before >= SWITCHED_OUT_NS {
+                    // The yield let another thread run for a while: it is better woken
+                    // by the event than handed the core back and forth.
+                    self.control.crowd(now, CROWDED_FOR_NS);
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     /// Registers as parked, checks `ready` once more, and sleeps on the bell unless it
@@ -336,11 +404,28 @@ pub(crate) fn unlock_word(word: &AtomicU32) {
     word.store(0, Ordering::Release);
 }
 
-/// Gives the core away once, to shake up the interleaving of threads: the ordering tests'
-/// traced transmits do it between receivers, so that a missing lock shows as a reordering.
-/// It waits for nothing.
+/// The longest delay of [`perturb_schedule`], in spin hints (about 6 us on the EPYC cores
+/// this was measured on).
+const PERTURB_MAX_CHECKS: u64 = 256;
+
+/// Delays the caller by a pseudo-random 0 to `PERTURB_MAX_CHECKS` spin hints, to shake up
+/// the interleaving of threads: the ordering tests' traced transmits do it between
+/// receivers, inside the hub and link locks, so that a missing lock shows as a reordering
+/// (with the broadcast's locks taken out, both ordering tests fail at their first seed). It
+/// keeps its core and waits for nothing. It used to yield instead; beside two CPU hogs on
+/// two cores that handed the core to a hog for a whole time slice while the senders waited
+/// for the lock the yielder held (the processes ordering test: 0.45 s idle, 90 s loaded).
 pub(crate) fn perturb_schedule() {
-    std::thread::yield_now();
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    // SplitMix64's finalizer over a counter: cheap, and different for every call.
+    let mut z = DRAWS
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    for _ in 0..(z ^ (z >> 31)) % (PERTURB_MAX_CHECKS + 1) {
+        std::hint::spin_loop();
+    }
 }
 
 /// The longest the launcher sleeps between looks at its node processes: what it must
@@ -603,6 +688,49 @@ mod tests {
         });
         let seam = Seam::new(&f, 0);
         assert_eq!(*lock.try_lock(&seam).unwrap(), 3 * rounds);
+    }
+
+    #[test]
+    fn a_wait_on_a_crowded_host_parks_after_a_few_checks_and_is_woken() {
+        let f = fabric();
+        // Crowded for an hour: longer than any run of this test.
+        f.crowd(sys::monotonic_ns(), 3_600_000_000_000);
+        let go = AtomicBool::new(false);
+        let checks = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                Seam::new(&f, 0).until(WaitFor::LocalLock { id: 0 }, || {
+                    checks.fetch_add(1, Ordering::SeqCst);
+                    go.load(Ordering::SeqCst)
+                })
+            });
+            // Until the waiter is registered as parked: it parks without a yield phase.
+            while f.bell(0).parked.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            // Its spin and the park's own check (module doc, "no lost wake-up"): 65, and
+            // two more for each park timeout since. Uncrowded it parks after 4,000.
+            assert!(
+                checks.load(Ordering::SeqCst) < SPIN_CHECKS,
+                "a crowded wait made {} checks before it parked",
+                checks.load(Ordering::SeqCst)
+            );
+            go.store(true, Ordering::SeqCst);
+            wake(&f, 0);
+            waiter.join().unwrap().unwrap();
+        });
+    }
+
+    #[test]
+    fn the_host_counts_as_crowded_for_the_time_given_and_no_longer() {
+        let f = fabric();
+        assert!(!f.crowded(sys::monotonic_ns()), "a new cluster's host is not crowded");
+        f.crowd(1_000, 500);
+        assert!(f.crowded(1_499));
+        assert!(!f.crowded(1_500));
+        // A shorter mark does not cut a longer one.
+        f.crowd(1_100, 100);
+        assert!(f.crowded(1_499));
     }
 
     #[test]
