@@ -33,3 +33,46 @@ pub(crate) fn claiming(node: usize, page: u32) {
         hook(node, page as usize);
     }
 }
+
+/// Runs `cmd` to its end and collects its output, as `Command::output` does, but for at
+/// most `limit`: a command still running then gets SIGTERM (mpirun passes it to its ranks),
+/// and SIGKILL five seconds later, and the result is `Err` saying so, with what it had
+/// printed. Tests that start a whole job (`mpirun`) use it, so that a job that hangs
+/// fails its test instead of hanging the suite. The limit is a deadline, not a wait for
+/// anything: a job that ends sooner returns at once.
+pub fn output_within(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> std::io::Result<Result<std::process::Output, String>> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::process::Stdio;
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let pid = Pid::from_raw(child.id() as i32);
+    let (done, ended) = channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if ended.recv_timeout(limit) != Err(RecvTimeoutError::Timeout) {
+            return false;
+        }
+        let _ = kill(pid, Signal::SIGTERM);
+        if ended.recv_timeout(std::time::Duration::from_secs(5)) == Err(RecvTimeoutError::Timeout) {
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+        true
+    });
+    let out = child.wait_with_output();
+    drop(done);
+    let timed_out = watchdog.join().expect("the watchdog does not panic");
+    let out = out?;
+    Ok(if timed_out {
+        Err(format!(
+            "still running after {limit:?}, so it was stopped (SIGTERM); status {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    } else {
+        Ok(out)
+    })
+}

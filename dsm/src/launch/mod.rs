@@ -72,8 +72,9 @@
 //! (the node process, at its launch call, before it attaches the fabric) or `before-ready`
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
 //! a node at exactly these points; process mode, and under MPI `before-ready` (rank `N`
-//! stops once its link to the others has started) and `killed` (rank `N` kills itself
-//! with SIGKILL there).
+//! stops once its link to the others has started), `killed` (rank `N` kills itself
+//! with SIGKILL there) and `after-node` (rank `N` stops after its node's work, before the
+//! results are gathered).
 
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -167,6 +168,9 @@ pub enum LaunchError {
     /// `ExecMode::Mpi` in a build without the `mpi` feature.
     #[error("{}", crate::profile::MPI_NOT_BUILT)]
     MpiNotBuilt,
+    /// Under MPI: a cluster run after one that failed (its ranks have stopped).
+    #[error("an earlier cluster run of this MPI job failed, and its other ranks have stopped: under MPI a program cannot run another cluster after a failed one")]
+    MpiAfterFailure,
 }
 
 impl OtherRun for LaunchError {
@@ -273,6 +277,10 @@ enum StopPoint {
     /// MPI only: the rank kills itself (SIGKILL) where it would stop before the start-up
     /// barrier.
     Killed,
+    /// MPI only: the rank stops after its node's work, before it sends its result (or,
+    /// rank 0, gathers the others'): a peer then sends it a result larger than MPI sends
+    /// without a receiver.
+    AfterNode,
 }
 
 /// The node and point `DSM_TEST_STOP` names, if it is set.
@@ -287,13 +295,14 @@ fn test_stop() -> Result<Option<(usize, StopPoint)>, LaunchError> {
             "after-exec" => StopPoint::AfterExec,
             "before-ready" => StopPoint::BeforeReady,
             "killed" => StopPoint::Killed,
+            "after-node" => StopPoint::AfterNode,
             _ => return None,
         };
         Some((n.parse().ok()?, point))
     });
     parsed.map(Some).ok_or_else(|| {
         LaunchError::BadEnvironment(format!(
-            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT, POINT one of before-exec, after-exec, before-ready, killed (a variable for tests only: unset it)"
+            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT, POINT one of before-exec, after-exec, before-ready, killed, after-node (a variable for tests only: unset it)"
         ))
     })
 }

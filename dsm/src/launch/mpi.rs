@@ -43,19 +43,35 @@ where
     F: Fn(NodeCtx) -> NodeResult + Sync,
 {
     let (rank, ranks) = mpi::world()?;
+    // From here an error on one rank leaves the others waiting for it (in the collective
+    // that starts a run, or for its messages): the job must end in `MPI_Abort`, not in an
+    // `MPI_Finalize` that waits for them.
+    let refuse = |e: LaunchError| {
+        mpi::abort_at_exit();
+        Err(e)
+    };
     if ranks != spec.nodes {
-        return Err(LaunchError::MpiRanks {
+        return refuse(LaunchError::MpiRanks {
             ranks,
             nodes: spec.nodes,
         });
     }
-    let fabric = Fabric::create(layout, &spec.profile)?;
+    if mpi::failed_before() {
+        return refuse(LaunchError::MpiAfterFailure);
+    }
+    let fabric = match Fabric::create(layout, &spec.profile) {
+        Ok(f) => f,
+        Err(e) => return refuse(e.into()),
+    };
     fabric
         .control()
         .status(rank)
         .state
         .store(node_state::RUNNING, Ordering::Release);
-    let link = MpiLink::start(Arc::clone(&fabric), rank, ranks, stall_timeout)?;
+    let link = match MpiLink::start(Arc::clone(&fabric), rank, ranks, stall_timeout) {
+        Ok(l) => l,
+        Err(e) => return refuse(e.into()),
+    };
     stop_here_if_asked(rank, StopPoint::BeforeReady);
     let ctx = NodeCtx {
         node: rank,
@@ -65,6 +81,7 @@ where
     let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
         .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
     link.engine_done();
+    stop_here_if_asked(rank, StopPoint::AfterNode);
     if let Err(cause) = &result {
         record_failure(&fabric, rank, cause);
     }
@@ -129,9 +146,16 @@ fn finish_other_rank(
         link.stop();
         return Err(LaunchError::OtherRun);
     }
+    // Rank 0 may have judged the run a success before this rank's abort: then it will
+    // not abort the job, and this rank ends its run as after a success.
+    let verdict = link.await_verdict_or_silence_of_rank_0();
+    if verdict == Some(true) {
+        link.stop();
+        return Err(LaunchError::OtherRun);
+    }
     // The run failed. Rank 0 reports it and aborts the job, unless rank 0 is the node
     // that failed: then rank 1 does.
-    if link.await_verdict_or_silence_of_rank_0().is_none() && rank == 1 {
+    if verdict.is_none() && rank == 1 {
         if !matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { node: 0, .. }) {
             let cause = link.rank_0_silence();
             fabric.control().fail(0, &cause);

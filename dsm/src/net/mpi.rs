@@ -150,6 +150,11 @@ pub fn abort_at_exit() {
     ABORT_AT_EXIT.store(true, Ordering::Release);
 }
 
+/// Whether a run of this process failed (and so the job must end in `MPI_Abort`).
+pub fn failed_before() -> bool {
+    ABORT_AT_EXIT.load(Ordering::Acquire)
+}
+
 /// Ends the whole MPI job now with status 1 (every rank is killed).
 pub fn abort_job() -> ! {
     SimpleCommunicator::world().abort(1)
@@ -320,11 +325,39 @@ impl MpiLink {
         Seam::new(self.control(), self.node)
     }
 
+    /// Sends `bytes` to rank `to` with `tag`. Open MPI's shared memory sends a message
+    /// under its eager limit (4 KB) at once, but a larger one (a page, a big diff, a
+    /// result) only once the receiver takes it, which a stopped rank never does: a blocking
+    /// `MPI_Send` there would never return, and its thread would never see the abort. So
+    /// the send is immediate, on a copy MPI owns until it completes, and polled until it
+    /// completes or the run aborts; then the job ends in `MPI_Abort`, and the request and
+    /// its copy are left to it.
     fn send_raw(&self, to: usize, tag: i32, bytes: &[u8]) {
-        self.comm
-            .0
-            .process_at_rank(to as i32)
-            .send_with_tag(bytes, tag);
+        let copy: &'static [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
+        let mut request = self.comm.0.process_at_rank(to as i32).immediate_send_with_tag(
+            mpi::request::StaticScope,
+            copy,
+            tag,
+        );
+        let mut poller = Poller::default();
+        loop {
+            match request.test() {
+                Ok(_) => {
+                    // SAFETY: `copy` is the box leaked above, and the send that read it has
+                    // completed, so nothing uses it any more.
+                    drop(unsafe { Box::from_raw(copy as *const [u8] as *mut [u8]) });
+                    return;
+                }
+                Err(pending) => request = pending,
+            }
+            if self.control().aborted() {
+                // SAFETY: `into_raw` only gives up the request without completing it (its
+                // drop would panic); MPI may still read `copy`, which is leaked for it.
+                let _ = unsafe { request.into_raw() };
+                return;
+            }
+            poller.idle();
+        }
     }
 
     fn to_peers(&self, tag: i32, bytes: &[u8]) {

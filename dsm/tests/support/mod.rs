@@ -52,6 +52,12 @@ pub fn backends() -> Vec<dsm::FaultBackend> {
 #[cfg(feature = "mpi")]
 pub const MPI_INSTALL: &str = "apt-get install -y openmpi-bin libopenmpi-dev";
 
+/// The longest an MPI test's job may run before it is stopped and the test fails: far
+/// beyond what any takes on a loaded 2-core machine (seconds), so it only turns a hang
+/// into a failure.
+#[cfg(feature = "mpi")]
+pub const MPI_JOB_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Runs `program args` on `np` MPI ranks (`mpirun --oversubscribe --bind-to none`, allowed
 /// as root), with `env` added, and returns its status and output. Panics with the install
 /// command if `mpirun` is missing: the MPI tests never skip silently.
@@ -62,17 +68,17 @@ pub fn mpirun(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> std::process::Output {
-    let out = std::process::Command::new("mpirun")
-        .args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string()])
+    let mut cmd = std::process::Command::new("mpirun");
+    cmd.args(["--oversubscribe", "--bind-to", "none", "-np", &np.to_string()])
         .arg(program)
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(out) => out,
+        .stdin(std::process::Stdio::null());
+    match dsm::testing::output_within(cmd, MPI_JOB_LIMIT) {
+        Ok(Ok(out)) => out,
+        Ok(Err(hung)) => panic!("mpirun -np {np} {}: {hung}", args.join(" ")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
             "mpirun is missing: the MPI tests (a build with --features mpi) need Open MPI: {MPI_INSTALL}"
         ),
