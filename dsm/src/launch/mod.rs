@@ -964,6 +964,20 @@ where
 }
 
 fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
+    mark_failed(fabric, node, cause);
+    std::process::exit(101)
+}
+
+/// Called from a fault handler that found an access the program may not make: records the
+/// message as this node's failure (so the launcher reports it) and ends the process.
+pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
+    mark_failed(fabric, node, msg);
+    sys::fatal(&format!("cashmere: node {node}: {msg}"))
+}
+
+/// Leaves `cause` as this node's result, its state failed, and the failure recorded, for
+/// the launcher to report once the process has ended.
+fn mark_failed(fabric: &Fabric, node: usize, cause: &str) {
     let _ = write_result(fabric, node, cause.as_bytes());
     fabric
         .control()
@@ -971,20 +985,6 @@ fn fail_node(fabric: &Fabric, node: usize, cause: &str) -> ! {
         .state
         .store(node_state::FAILED, Ordering::Release);
     record_failure(fabric, node, cause);
-    std::process::exit(101)
-}
-
-/// Called from a fault handler that found an access the program may not make: records the
-/// message as this node's failure (so the launcher reports it) and ends the process.
-pub(crate) fn fail_from_fault_handler(fabric: &Fabric, node: usize, msg: &str) -> ! {
-    let _ = write_result(fabric, node, msg.as_bytes());
-    fabric
-        .control()
-        .status(node)
-        .state
-        .store(node_state::FAILED, Ordering::Release);
-    record_failure(fabric, node, msg);
-    sys::fatal(&format!("cashmere: node {node}: {msg}"))
 }
 
 /// Waits until every node of the cluster has reached this point (each has attached its
