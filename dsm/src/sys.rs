@@ -1241,10 +1241,17 @@ pub fn die_with_parent(cmd: &mut Command) {
 
 /// Sends SIGKILL to a process (ignoring one that is already gone).
 pub fn kill_process(pid: u32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    signal_process(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// Sends SIGTERM to a process (ignoring one that is already gone): it may clean up, and
+/// `mpirun` passes it on to its ranks.
+pub fn terminate_process(pid: u32) {
+    signal_process(pid, nix::sys::signal::Signal::SIGTERM);
+}
+
+fn signal_process(pid: u32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
 }
 
 /// The name of a signal number, for error messages ("SIGKILL").

@@ -44,20 +44,18 @@ pub fn output_within(
     mut cmd: std::process::Command,
     limit: std::time::Duration,
 ) -> std::io::Result<Result<std::process::Output, String>> {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
     use std::process::Stdio;
     use std::sync::mpsc::{channel, RecvTimeoutError};
     let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    let pid = Pid::from_raw(child.id() as i32);
+    let pid = child.id();
     let (done, ended) = channel::<()>();
     let watchdog = std::thread::spawn(move || {
         if ended.recv_timeout(limit) != Err(RecvTimeoutError::Timeout) {
             return false;
         }
-        let _ = kill(pid, Signal::SIGTERM);
+        crate::sys::terminate_process(pid);
         if ended.recv_timeout(std::time::Duration::from_secs(5)) == Err(RecvTimeoutError::Timeout) {
-            let _ = kill(pid, Signal::SIGKILL);
+            crate::sys::kill_process(pid);
         }
         true
     });

@@ -329,30 +329,30 @@ impl MpiLink {
     /// under its eager limit (4 KB) at once, but a larger one (a page, a big diff, a
     /// result) only once the receiver takes it, which a stopped rank never does: a blocking
     /// `MPI_Send` there would never return, and its thread would never see the abort. So
-    /// the send is immediate, on a copy MPI owns until it completes, and polled until it
-    /// completes or the run aborts; then the job ends in `MPI_Abort`, and the request and
-    /// its copy are left to it.
-    fn send_raw(&self, to: usize, tag: i32, bytes: &[u8]) {
-        let copy: &'static [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
+    /// the send is immediate, on `bytes`, which MPI owns until it completes, and polled
+    /// until it completes or the run aborts; then the job ends in `MPI_Abort`, and the
+    /// request and its buffer are left to it.
+    fn send_raw(&self, to: usize, tag: i32, bytes: Vec<u8>) {
+        let buffer: &'static [u8] = Box::leak(bytes.into_boxed_slice());
         let mut request = self.comm.0.process_at_rank(to as i32).immediate_send_with_tag(
             mpi::request::StaticScope,
-            copy,
+            buffer,
             tag,
         );
         let mut poller = Poller::default();
         loop {
             match request.test() {
                 Ok(_) => {
-                    // SAFETY: `copy` is the box leaked above, and the send that read it has
+                    // SAFETY: `buffer` is the box leaked above, and the send that read it has
                     // completed, so nothing uses it any more.
-                    drop(unsafe { Box::from_raw(copy as *const [u8] as *mut [u8]) });
+                    drop(unsafe { Box::from_raw(buffer as *const [u8] as *mut [u8]) });
                     return;
                 }
                 Err(pending) => request = pending,
             }
             if self.control().aborted() {
                 // SAFETY: `into_raw` only gives up the request without completing it (its
-                // drop would panic); MPI may still read `copy`, which is leaked for it.
+                // drop would panic); MPI may still read `buffer`, which is leaked for it.
                 let _ = unsafe { request.into_raw() };
                 return;
             }
@@ -362,7 +362,7 @@ impl MpiLink {
 
     fn to_peers(&self, tag: i32, bytes: &[u8]) {
         for n in (0..self.nodes).filter(|&n| n != self.node) {
-            self.send_raw(n, tag, bytes);
+            self.send_raw(n, tag, bytes.to_vec());
         }
     }
 
@@ -406,7 +406,7 @@ impl MpiLink {
                 bytes.extend_from_slice(cause.as_bytes());
             }
         }
-        self.send_raw(0, tag::RESULT, &bytes);
+        self.send_raw(0, tag::RESULT, bytes);
     }
 
     /// Rank 0: waits for every other rank's result, or for the cluster to abort. Returns
@@ -792,7 +792,8 @@ impl Transport for MpiPort {
         }
     }
 
-    /// MPI buffers what the receiver has not taken yet: a send never waits for space.
+    /// A send never waits for ring space (MPI queues what the receiver has not taken yet);
+    /// a large one waits only until the receiver takes it, or the run aborts (`send_raw`).
     fn send(
         &self,
         _seam: Option<&Seam<'_>>,
@@ -824,7 +825,7 @@ impl Transport for MpiPort {
                 payload: payload.to_vec(),
             });
         } else {
-            link.send_raw(to, tag::MESSAGE, &frame(kind, slot, token, payload));
+            link.send_raw(to, tag::MESSAGE, frame(kind, slot, token, payload));
         }
         link.count_sent(HEADER + payload.len());
         Ok(true)
@@ -885,7 +886,7 @@ impl Transport for MpiPort {
         if to == link.node {
             link.land_reply(slot, token, payload);
         } else {
-            link.send_raw(to, tag::REPLY, &frame(slot, 0, token, payload));
+            link.send_raw(to, tag::REPLY, frame(slot, 0, token, payload));
         }
         link.count_sent(HEADER + payload.len());
         Ok(())
@@ -920,7 +921,7 @@ impl Transport for MpiPort {
         if to == link.node {
             link.land_ack(to, slot, token);
         } else {
-            link.send_raw(to, tag::ACK, &frame(slot, 0, token, &[]));
+            link.send_raw(to, tag::ACK, frame(slot, 0, token, &[]));
         }
         link.count_sent(HEADER);
         Ok(())
