@@ -513,8 +513,16 @@ impl MpiLink {
                     self.to_peers(tag::BEAT, &[]);
                 }
                 last_heartbeat = hb;
+                // This thread itself did not run for the stall limit (the rank was
+                // stopped, and continued by the job's abort): its peers' silence says
+                // nothing about them, so it blames none of them.
+                let stopped_here = last_beat_sent.is_some_and(|t| now.duration_since(t) >= self.stall_timeout);
                 last_beat_sent = Some(now);
-                self.watch(now);
+                if stopped_here {
+                    self.last_heard.lock().expect("poisoned").fill(now);
+                } else {
+                    self.watch(now);
+                }
             }
             poller.idle();
         }
