@@ -19,7 +19,8 @@
 //!   redirected to the new one: no node can hold a copy, or write a diff, of a page whose
 //!   home it learned before the move. Every variant does this, the -Mg ones included
 //!   (their migrations then start from these homes); a homes file fixes the homes
-//!   instead, and the mark then only synchronizes.
+//!   instead, and the mark then only synchronizes, as it does on a cluster of one node
+//!   (every home is there already, and no first touch is watched).
 //! * Migrating (CSM-MS-Mg and CSM-None-Mg, section 2.3.5): on a write fault away from the
 //!   home, a node asks the home to move to it unless its copy of the directory says the
 //!   home is writing the page. CSM-MS-Mg reads the replicated directory; CSM-None-Mg reads
@@ -74,7 +75,9 @@ impl Node {
             !self.initialized.swap(true, Ordering::Relaxed),
             "the program ended its initialization twice (`Barrier::end_initialization` is called once per run)"
         );
-        if self.homes_fixed.load(Ordering::Relaxed) {
+        // A homes file fixed every home; on a cluster of one node every home is here and
+        // nobody else can take one, so there is no first touch to watch for.
+        if self.homes_fixed.load(Ordering::Relaxed) || self.nodes == 1 {
             return;
         }
         for p in 0..self.npages as u32 {
