@@ -10,13 +10,15 @@
 //! - each node's status (state, pid, result length) for the launcher;
 //! - each node's heartbeat, bumped while its service polls and watched by the launcher;
 //! - until when the host counts as crowded: a waiter of any node found that the cores were
-//!   wanted by more threads than they hold (`crate::wait`, "Policy").
+//!   wanted by more threads than they hold (`crate::wait`, "Policy");
+//! - how many of the cluster's runtime threads run or wait to run, and how many cores
+//!   this host gives them (`crate::wait`, "Policy").
 //!
 //! It knows nothing of the network or the launcher: both use it.
 
 use crate::ids::MAX_NODES;
 use crate::sys;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// The message every runtime wait gives when another node of the cluster failed.
 pub const ABORT_MESSAGE: &str =
@@ -48,6 +50,9 @@ struct Padded<T>(T);
 pub(crate) struct Doorbell {
     pub(crate) word: AtomicU32,
     pub(crate) parked: AtomicU32,
+    /// Threads of the node polling its messages right now: spinning in a wait that serves
+    /// them. A message for a node with a poller needs no ring (`crate::wait`, "Pollers").
+    pub(crate) pollers: AtomicU32,
 }
 
 impl Doorbell {
@@ -99,6 +104,14 @@ pub(crate) struct Control {
     /// host counts as crowded; 0 if it never was. Only the wait policy reads it, and no
     /// wake-up depends on it: a stale value costs time, never progress.
     crowded_until_ns: Padded<AtomicU64>,
+    /// The cluster's runtime threads (processors and services) that hold a core or want
+    /// one: started ones less parked ones (`crate::wait::Running`). Signed: a thread
+    /// that parks without having counted itself (a test's client) takes it below the
+    /// truth, which only makes waits spin as they would without the count.
+    running: Padded<AtomicI32>,
+    /// The cores this host gives the process that created the block (its CPU affinity);
+    /// 0 if unknown, which turns the running count's rule off.
+    cores: AtomicU32,
 }
 
 impl Control {
@@ -116,6 +129,21 @@ impl Control {
     pub(crate) fn init(&self, nodes: usize) {
         assert!(nodes <= MAX_NODES);
         self.nodes.store(nodes as u32, Ordering::Relaxed);
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        self.cores.store(cores.min(u32::MAX as usize) as u32, Ordering::Relaxed);
+    }
+
+    /// Counts a runtime thread in (`by` 1) or out (`by` -1) of the running ones.
+    pub(crate) fn count_running(&self, by: i32) {
+        self.running.0.fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// Whether the cluster's running threads outnumber the host's cores: a thread of the
+    /// cluster (or the one a waiter waits for) then waits for a core, and a spinner holds
+    /// one it needs. Ignores other programs: those show as switch-outs ([`Control::crowd`]).
+    pub(crate) fn oversubscribed(&self) -> bool {
+        let cores = self.cores.load(Ordering::Relaxed);
+        cores != 0 && self.running.0.load(Ordering::Relaxed) > cores as i32
     }
 
     pub(crate) fn bell(&self, node: usize) -> &Doorbell {

@@ -12,34 +12,57 @@
 //!
 //! # Policy
 //!
-//! [`Seam::until`] checks its condition `SPIN_CHECKS` times with a spin hint between
-//! checks, then `YIELD_CHECKS` times giving the core away between checks (on a host with
-//! more simulated processors than cores the thread we wait for must get to run), then
-//! parks on its node's doorbell until woken, with a `PARK_TIMEOUT` as a safety net only.
-//! The idle service thread ([`WaitFor::Messages`]) spins `IDLE_SPIN_CHECKS` and parks
-//! without yielding: nobody waits on it, and yielding would only take cores from the
-//! processors.
+//! A wait first spins, checking its condition with a spin hint between checks. How long
+//! depends on who wants the cores:
 //!
-//! Spinning and yielding pay only while the cores are not wanted by more threads than
-//! they hold: on a crowded host (more runnable threads, of the cluster or of other
-//! programs, than cores) a spinner holds a core the thread it waits for needs, and a yield
-//! hands the core to whichever thread the kernel picks, another program included, for a
-//! whole time slice (milliseconds), thousands of times in one wait. So a wait stops
-//! early and parks, and the thread that answers it rings it:
+//! - **Cores to spare.** The control block counts the cluster's runtime threads that run
+//!   or wait to run ([`Running`]: processors and services, less the parked ones) and knows
+//!   the host's cores. While the count does not exceed them, nobody of the cluster waits
+//!   for a core, so a wait spins on (up to `SPIN_FREE_NS`), as Cashmere's processors spin
+//!   at a barrier or for a reply: the answer is seen within a check, and no wake-up is
+//!   paid. The idle service thread ([`WaitFor::Messages`]) does the same.
+//! - **Oversubscribed** (more running threads than cores): a spinner holds a core that
+//!   another thread of the cluster needs, perhaps the one it waits for. The idle service
+//!   parks at once (the processors need the cores more; a message rings it), and a waiter
+//!   spins `SPIN_CHECKS` (a round trip to a polling peer) and then yields between checks
+//!   (`YIELD_CHECKS` of them), so that a thread waiting for a core on its run queue (the
+//!   home's service with the reply) runs; then it parks on its node's doorbell until
+//!   woken, with a `PARK_TIMEOUT` as a safety net only.
+//! - **Crowded** by other programs, which the count cannot see: a spinner holds a core the
+//!   thread it waits for needs, and a yield hands the core to whichever thread the kernel
+//!   picks, another program included, for a whole time slice (milliseconds), thousands of
+//!   times in one wait. So a wait stops early and parks, and the thread that answers it
+//!   rings it:
+//!   - a spinner reads the clock every `LOOK_EVERY` checks; a gap of `SWITCHED_OUT_NS`
+//!     between two looks means the kernel gave its core away, and a yield that lasts as
+//!     long means another thread ran meanwhile: either way the host is crowded;
+//!   - the waiter that finds it so records it in the control block (for
+//!     `CROWDED_FOR_NS`, for every node and process of the cluster: they share the cores)
+//!     and parks;
+//!   - while the host counts as crowded, every wait, the idle service's too, spins only
+//!     `CROWDED_SPIN_CHECKS` (an answer already on its way) before it parks.
 //!
-//! - a spinner reads the clock every `LOOK_EVERY` checks; a gap of `SWITCHED_OUT_NS`
-//!   between two looks means the kernel gave its core away, and a yield that lasts as long
-//!   means another thread ran meanwhile: either way the host is crowded;
-//! - the waiter that finds it so records it in the control block (for `CROWDED_FOR_NS`,
-//!   for every node and process of the cluster: they share the cores) and parks;
-//! - while the host counts as crowded, every wait, the idle service's too, spins only
-//!   `CROWDED_SPIN_CHECKS` (an answer already on its way) before it parks.
+//! The count counts spinners too, and that is right: a spinner holds a core. What it must
+//! not do is make a spinner on a core nobody else wants park (parking at a 2-node barrier
+//! made it 20 times slower): with two processors waiting at a barrier on two cores the
+//! count is two, and both spin. A switch-out is what shows that another program wanted
+//! the core. Beside two CPU hogs on two cores this took a litmus test from 52-77 s to 3 s.
 //!
-//! Counting runnable threads instead would count the spinners themselves: an idle service
-//! or a barrier's waiter spinning on a core nobody else wants is no reason to park, and
-//! parking there made the 2-node barrier 20 times slower. A switch-out is what shows that
-//! somebody else wanted the core. Beside two CPU hogs on two cores this took a litmus
-//! test from 52-77 s to 3 s; on a host with cores to spare nothing changes.
+//! # Pollers
+//!
+//! A thread spinning in a wait that serves its node's messages (a processor with a
+//! [`Serve`] hook, or the idle service) counts itself in its node's doorbell as a
+//! *poller*. A sender rings the receiver's doorbell for a message only if the node has no
+//! poller ([`wake_for_message`]): the poller takes the message within `SERVE_EVERY`
+//! checks (at every check once it yields), and a ring would wake the parked service only
+//! to have it compete with the processors for a core. Nothing is lost: a poller that
+//! stops polling uncounts itself, issues a SeqCst fence, and then looks at the rings (a
+//! processor serves what it finds if it is about to park, and rings its node's doorbell if
+//! messages remain; the service's park checks for messages after its fence). The sender
+//! stores the message, issues a SeqCst fence and reads the poller count: if its fence
+//! comes first, the poller's look finds the message; if the poller's does, the sender
+//! reads a count without it, and rings if nobody else polls.
+//!
 //! While it spins and after every wake-up it *serves* its node's incoming messages if the
 //! seam has a [`Serve`] hook, as Cashmere's processors poll: a waiting processor handles
 //! the requests addressed to its node instead of leaving them to a service thread that may
@@ -57,7 +80,7 @@
 //! | Event                                   | Who rings                   | Whose bell      |
 //! |-----------------------------------------|-----------------------------|-----------------|
 //! | a reply lands in a mailbox              | the replier                 | the requester's (only if that mailbox's waiter is parked: [`wake_flagged`]) |
-//! | a message lands in a ring               | the sender                  | the receiver's  |
+//! | a message lands in a ring               | the sender                  | the receiver's (only if none of its threads polls: [`wake_for_message`]) |
 //! | a consumer frees ring space             | the consumer                | the producer's  |
 //! | a synchronization word is written       | the writer (`Net::ring_bells`) | every receiver's that may wait |
 //! | a [`SeamLock`] is unlocked              | the unlocker                | its own (only if one of its waiters is parked) |
@@ -89,8 +112,13 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Checks with a spin hint in between: long enough to cover a round trip to a polling peer.
+/// Checks with a spin hint in between on a host whose cores are wanted (oversubscribed or
+/// crowded), before the wait yields: long enough to cover a round trip to a polling peer.
 const SPIN_CHECKS: u32 = 400;
+/// The longest a wait spins while the host has a core for every running thread of the
+/// cluster and nobody else wants them: a processor spins at a barrier or for a reply as
+/// Cashmere's do, on a core nobody needs. Beyond it the wait parks (and may be reported).
+const SPIN_FREE_NS: u64 = 1_000_000_000;
 /// Further checks that yield the core in between, before the thread parks.
 const YIELD_CHECKS: u32 = 3_600;
 /// Checks of the idle service thread before it parks.
@@ -127,6 +155,25 @@ pub(crate) struct Aborted;
 /// implements it; a seam with this hook serves while it waits.
 pub(crate) trait Serve {
     fn serve(&self) -> usize;
+    /// Whether messages wait (or another thread is taking them right now).
+    fn has_messages(&self) -> bool;
+}
+
+/// Counts a runtime thread (a processor or a service) among the cluster's running ones
+/// while it lives (module doc, "Policy"); its parks count it out meanwhile.
+pub(crate) struct Running<'a>(&'a Control);
+
+impl<'a> Running<'a> {
+    pub(crate) fn start(control: &'a Control) -> Running<'a> {
+        control.count_running(1);
+        Running(control)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.count_running(-1);
+    }
 }
 
 /// One node's wait seam: parks on the node's doorbell, and serves the node's incoming
@@ -281,41 +328,103 @@ impl<'a> Seam<'a> {
         }
     }
 
-    /// The wait before parking (module doc, "Policy"): spins, then yields, checking
-    /// `ready` between, and stops early on a crowded host. Returns true once `ready` holds,
-    /// false when the thread should park.
+    /// The wait before parking (module doc, "Policy"): spins while the cores are free,
+    /// else spins briefly and yields, checking `ready` between, serving if it polls, and
+    /// stops early on a crowded host. Returns true once `ready` holds, false when the
+    /// thread should park. A thread that serves (a processor) or waits for messages (the
+    /// service) counts as its node's poller meanwhile (module doc, "Pollers").
     fn spin_and_yield(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
-        let (spins, yields) = match what {
-            WaitFor::Messages => (IDLE_SPIN_CHECKS, 0),
-            _ => (SPIN_CHECKS, YIELD_CHECKS),
-        };
+        let polls = self.serve.is_some() || what == WaitFor::Messages;
+        let bell = self.control.bell(self.node);
+        if polls {
+            bell.pollers.fetch_add(1, Ordering::SeqCst);
+        }
+        let done = self.spin_and_yield_polling(what, ready);
+        if polls {
+            bell.pollers.fetch_sub(1, Ordering::SeqCst);
+            // A sender that saw this poller did not ring: look once more for what it
+            // sent (module doc, "Pollers"). The service needs no look: its park checks
+            // for messages after its own fence.
+            if let Some(s) = self.serve {
+                fence(Ordering::SeqCst);
+                if !done {
+                    // About to park, holding nothing: serve it as any spin does.
+                    s.serve();
+                }
+                if s.has_messages() {
+                    wake(self.control, self.node);
+                }
+            }
+        }
+        done
+    }
+
+    fn spin_and_yield_polling(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
+        let idle = what == WaitFor::Messages;
+        if idle && self.control.oversubscribed() {
+            // The node's processors need the cores: the service waits for a ring.
+            return ready();
+        }
+        let began_ns = sys::monotonic_ns();
         // The clock at the last look, 0 before the first: a wait that ends within
         // `LOOK_EVERY` checks (a lock's loopback) never reads it.
         let mut looked_ns = 0;
-        for check in 1..=spins + yields {
+        // Spinning (1..), then yielding: the checks of each phase.
+        let mut spins = 0u32;
+        let mut yields = 0u32;
+        // Whether the cores were free at the last look: the spin phase then lasts up to
+        // `SPIN_FREE_NS`, else `SPIN_CHECKS` (`IDLE_SPIN_CHECKS` for the idle service).
+        let mut free = true;
+        loop {
             if ready() {
                 return true;
             }
-            if check % SERVE_EVERY == 0 {
-                self.serve_now();
-                // Serving is work, not a switch-out: the next look starts afresh.
-                looked_ns = 0;
-            }
-            if check < spins {
-                if check % LOOK_EVERY == 0 {
+            if spins < u32::MAX {
+                spins += 1;
+                if spins % SERVE_EVERY == 0 {
+                    self.serve_now();
+                    // Serving is work, not a switch-out: the next look starts afresh.
+                    looked_ns = 0;
+                }
+                if spins % LOOK_EVERY == 0 {
                     let now = sys::monotonic_ns();
                     if looked_ns != 0 && now - looked_ns >= SWITCHED_OUT_NS {
                         // The kernel gave this spinner's core to another thread.
                         self.control.crowd(now, CROWDED_FOR_NS);
                         return false;
                     }
-                    if check >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
+                    if spins >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
+                        return false;
+                    }
+                    free = !self.control.oversubscribed();
+                    if idle && !free {
+                        return false;
+                    }
+                    if self.control.aborted() || now - began_ns >= SPIN_FREE_NS {
                         return false;
                     }
                     looked_ns = now;
                 }
+                let limit = match (free, idle) {
+                    (true, _) => u32::MAX - 1,
+                    (false, true) => IDLE_SPIN_CHECKS,
+                    (false, false) => SPIN_CHECKS,
+                };
+                if spins >= limit {
+                    if idle {
+                        return false;
+                    }
+                    // Give the core to whoever needs it between checks.
+                    spins = u32::MAX;
+                }
                 std::hint::spin_loop();
             } else {
+                yields += 1;
+                if yields > YIELD_CHECKS {
+                    return false;
+                }
+                // A yielding poller serves at every check: a sender counts on it.
+                self.serve_now();
                 let before = sys::monotonic_ns();
                 std::thread::yield_now();
                 let now = sys::monotonic_ns();
@@ -327,7 +436,6 @@ impl<'a> Seam<'a> {
                 }
             }
         }
-        false
     }
 
     /// Registers as parked, checks `ready` once more, and sleeps on the bell unless it
@@ -342,7 +450,9 @@ impl<'a> Seam<'a> {
         fence(Ordering::SeqCst);
         let now_ready = ready();
         if !now_ready && !self.control.aborted() {
+            self.control.count_running(-1);
             sys::futex_wait(&bell.word, seen, Some(PARK_TIMEOUT));
+            self.control.count_running(1);
         }
         bell.parked.fetch_sub(1, Ordering::SeqCst);
         if let Some(f) = flag {
@@ -361,6 +471,20 @@ pub(crate) fn wake(control: &Control, node: usize) {
     let bell = control.bell(node);
     fence(Ordering::SeqCst);
     if bell.parked.load(Ordering::SeqCst) != 0 {
+        bell.ring();
+    }
+}
+
+/// Wakes `node`'s parked threads after a message landed in one of its rings, unless a
+/// thread of the node polls its rings right now (module doc, "Pollers"): that one takes
+/// the message, and waking the others would only take cores from the processors.
+pub(crate) fn wake_for_message(control: &Control, node: usize) {
+    if crate::sched::wake_now(node) {
+        return;
+    }
+    let bell = control.bell(node);
+    fence(Ordering::SeqCst);
+    if bell.pollers.load(Ordering::SeqCst) == 0 && bell.parked.load(Ordering::SeqCst) != 0 {
         bell.ring();
     }
 }

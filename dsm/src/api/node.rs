@@ -362,6 +362,8 @@ impl Run<'_> {
                         let _activity = sched
                             .as_ref()
                             .map(|s| crate::sched::Activity::start(s, node.id, None));
+                        // Wall clock: the wait policy counts the threads that want cores.
+                        let _running = sched.is_none().then(|| node.net.running());
                         node.serve()
                     })
                     .expect("cannot start the service thread")
@@ -418,6 +420,7 @@ impl Run<'_> {
             .sched
             .as_ref()
             .map(|s| crate::sched::Activity::start(s, node.id, Some(local)));
+        let _running = self.sched.is_none().then(|| node.net.running());
         let p = Proc {
             id: node.id * node.procs + local,
             local,

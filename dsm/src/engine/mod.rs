@@ -637,4 +637,8 @@ impl Serve for Node {
     fn serve(&self) -> usize {
         self.serve_once()
     }
+
+    fn has_messages(&self) -> bool {
+        self.net.has_messages()
+    }
 }

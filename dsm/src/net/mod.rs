@@ -370,6 +370,12 @@ impl Net {
         Seam::new(self.port.control(), self.node)
     }
 
+    /// Counts the calling runtime thread among the cluster's running ones while the
+    /// result lives (`crate::wait::Running`).
+    pub(crate) fn running(&self) -> crate::wait::Running<'_> {
+        crate::wait::Running::start(self.port.control())
+    }
+
     /// serve uses [`Net::send_via`] with a serving seam.
     pub fn send(
         &self,

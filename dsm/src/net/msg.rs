@@ -232,7 +232,7 @@ impl Messenger {
         drop(p);
         self.count_sent(fabric, record);
         if !deferred {
-            wait::wake(fabric.control(), to);
+            wait::wake_for_message(fabric.control(), to);
         }
         Ok(true)
     }
