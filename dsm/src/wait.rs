@@ -858,6 +858,98 @@ mod tests {
     }
 
     #[test]
+    fn a_message_for_a_node_with_a_poller_rings_no_bell() {
+        let f = fabric();
+        let bell = f.bell(0);
+        // A parked thread (counted by hand: nobody sleeps here).
+        bell.parked.store(1, Ordering::SeqCst);
+        bell.pollers.store(1, Ordering::SeqCst);
+        let before = bell.word.load(Ordering::SeqCst);
+        wake_for_message(&f, 0);
+        assert_eq!(bell.word.load(Ordering::SeqCst), before, "rang although a poller polls");
+        bell.pollers.store(0, Ordering::SeqCst);
+        wake_for_message(&f, 0);
+        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "no ring without a poller");
+    }
+
+    /// A serve hook that has a message waiting until served once.
+    struct OneMessage {
+        waiting: AtomicBool,
+        served: AtomicU32,
+    }
+
+    impl Serve for OneMessage {
+        fn serve(&self) -> usize {
+            self.served.fetch_add(1, Ordering::SeqCst);
+            usize::from(self.waiting.swap(false, Ordering::SeqCst))
+        }
+        fn has_messages(&self) -> bool {
+            self.waiting.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn a_poller_that_stops_leaves_no_message_unrung() {
+        let f = fabric();
+        let bell = f.bell(0);
+        bell.parked.store(1, Ordering::SeqCst);
+        // The wait ends at its first check, holding what it waited for: it must not serve
+        // then, so the message it finds is rung for.
+        let hook = OneMessage {
+            waiting: AtomicBool::new(true),
+            served: AtomicU32::new(0),
+        };
+        let before = bell.word.load(Ordering::SeqCst);
+        Seam::new(&f, 0)
+            .serving(&hook)
+            .until(WaitFor::LocalLock { id: 0 }, || true)
+            .unwrap();
+        assert_eq!(hook.served.load(Ordering::SeqCst), 0, "served holding the lock");
+        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "a waiting message was not rung for");
+        assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "the poller stayed counted");
+        // Nothing waits: no ring.
+        hook.waiting.store(false, Ordering::SeqCst);
+        Seam::new(&f, 0)
+            .serving(&hook)
+            .until(WaitFor::LocalLock { id: 0 }, || true)
+            .unwrap();
+        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "rang for nothing");
+    }
+
+    #[test]
+    fn an_oversubscribed_host_parks_the_idle_service_at_once() {
+        let f = fabric();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;
+        // More running threads than cores.
+        f.count_running(cores + 1);
+        assert!(f.oversubscribed());
+        let checks = AtomicU32::new(0);
+        let go = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let service = s.spawn(|| {
+                Seam::new(&f, 0).until(WaitFor::Messages, || {
+                    checks.fetch_add(1, Ordering::SeqCst);
+                    go.load(Ordering::SeqCst)
+                })
+            });
+            while f.bell(0).parked.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            // The look on entry and the park's own check, and two more per park timeout.
+            assert!(
+                checks.load(Ordering::SeqCst) < LOOK_EVERY,
+                "an idle service made {} checks on an oversubscribed host",
+                checks.load(Ordering::SeqCst)
+            );
+            go.store(true, Ordering::SeqCst);
+            wake(&f, 0);
+            service.join().unwrap().unwrap();
+        });
+        f.count_running(-(cores + 1));
+        assert!(!f.oversubscribed());
+    }
+
+    #[test]
     fn a_wait_gives_up_when_the_cluster_aborts() {
         let f = fabric();
         std::thread::scope(|s| {
