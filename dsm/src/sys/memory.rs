@@ -1,0 +1,260 @@
+//! Memory: anonymous shared-memory files (memfd), address-space reservations, shared
+//! mappings at a chosen or fixed address, page protections, populating page tables, and
+//! the host's limits on memory and mappings.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+/// The error number of an allocation or mapping that ran out of memory.
+pub const ENOMEM: i32 = libc::ENOMEM;
+
+/// Creates an anonymous shared-memory file of `len` bytes (sparse: pages are allocated when
+/// first touched). The descriptor is close-on-exec;
+/// [`spawn_node_process`](super::spawn_node_process) hands it on explicitly.
+pub fn memfd_create(name: &str, len: usize) -> io::Result<OwnedFd> {
+    let cname = CString::new(name).map_err(|_| io::Error::other("memfd name contains NUL"))?;
+    // SAFETY: cname is a valid NUL-terminated string; flags are valid.
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by memfd_create and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::other("memfd too large"))?;
+    // SAFETY: fd is a valid memfd.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Takes ownership of a descriptor inherited from the launcher.
+///
+/// # Safety
+/// `fd` must be an open descriptor that nothing else in this process owns.
+pub unsafe fn adopt_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller guarantees that fd is open and unowned.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Page protections the protocol sets on the application's view of the heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prot {
+    None,
+    Read,
+    ReadWrite,
+}
+
+impl Prot {
+    fn bits(self) -> libc::c_int {
+        match self {
+            Prot::None => libc::PROT_NONE,
+            Prot::Read => libc::PROT_READ,
+            Prot::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+        }
+    }
+}
+
+/// A mapping owned by this process; unmapped on drop.
+#[derive(Debug)]
+pub struct Mapping {
+    // Visible to the door's other files: `signals` wraps its alternate stacks in one.
+    pub(super) ptr: NonNull<u8>,
+    pub(super) len: usize,
+}
+
+// SAFETY: a Mapping is an address range; sharing the address between threads is sound, and
+// every access to the memory goes through raw pointers whose users state their own rules.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; &Mapping only hands out the address.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// The mapping's length in bytes (the userfaultfd backend registers the whole view;
+    /// the mprotect backend populates the used part of it).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping this value created and still owns.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Reserves `len` bytes of address space with no access, to pick an address range that
+/// later mappings replace with [`map_shared_at`].
+pub fn reserve(len: usize) -> io::Result<Mapping> {
+    // SAFETY: an anonymous PROT_NONE mapping at a kernel-chosen address has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Mapping {
+        ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+        len,
+    })
+}
+
+/// Maps `len` bytes of `fd` from `offset`, shared, with protection `prot`, at an address
+/// the kernel picks.
+pub fn map_shared(fd: &OwnedFd, offset: usize, len: usize, prot: Prot) -> io::Result<Mapping> {
+    map_shared_inner(fd, offset, len, prot, None)
+}
+
+/// Maps at exactly `addr`, which must be free (the address was chosen by another process
+/// of the same cluster; MAP_FIXED_NOREPLACE refuses to clobber anything).
+pub fn map_shared_fixed_noreplace(
+    fd: &OwnedFd,
+    offset: usize,
+    len: usize,
+    prot: Prot,
+    addr: usize,
+) -> io::Result<Mapping> {
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; fd is valid.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            prot.bits(),
+            libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE,
+            fd.as_raw_fd(),
+            offset as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if p as usize != addr {
+        // Old kernels ignore the flag and treat it as a hint.
+        // SAFETY: p/len is the mapping just created.
+        unsafe { libc::munmap(p, len) };
+        return Err(io::Error::other(format!(
+            "address {addr:#x} is not free in this process"
+        )));
+    }
+    Ok(Mapping {
+        ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+        len,
+    })
+}
+
+fn map_shared_inner(
+    fd: &OwnedFd,
+    offset: usize,
+    len: usize,
+    prot: Prot,
+    addr: Option<usize>,
+) -> io::Result<Mapping> {
+    let (hint, extra) = match addr {
+        Some(a) => (a as *mut libc::c_void, libc::MAP_FIXED),
+        None => (std::ptr::null_mut(), 0),
+    };
+    // SAFETY: with MAP_FIXED the caller checked that addr lies inside a reservation this
+    // process owns, so no live Rust object is replaced; fd is valid.
+    let p = unsafe {
+        libc::mmap(
+            hint,
+            len,
+            prot.bits(),
+            libc::MAP_SHARED | extra,
+            fd.as_raw_fd(),
+            offset as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Mapping {
+        ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+        len,
+    })
+}
+
+/// Changes the protection of `[addr, addr + len)`, which must be inside a mapping this
+/// process made.
+pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
+    // SAFETY: changing protections cannot violate Rust's memory safety by itself: the heap
+    // view is only accessed through raw pointers, and a fault on it is handled.
+    let rc = unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot.bits()) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOMEM) {
+            return Err(io::Error::other(format!(
+                "mprotect failed with ENOMEM: this process has too many memory mappings \
+                 (vm.max_map_count = {}); run one node per process or use a smaller heap",
+                max_map_count().unwrap_or(0)
+            )));
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
+pub(super) const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Fills the page tables of `[addr, addr + len)`, a shared mapping of a memfd that this
+/// process made, as writes would, without changing any byte: pages of the file nobody
+/// touched yet are allocated (zero-filled, as they read anyway). The runtime's first
+/// access to each page then takes no page fault. A mapping with no access is opened
+/// for the call and closed again; its page table entries stay filled, so opening a page
+/// later with [`protect`] needs no fault either.
+pub fn populate_shared(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if prot != Prot::ReadWrite {
+        protect(addr, len, Prot::ReadWrite)?;
+    }
+    // SAFETY: the range is inside a shared read-write mapping of this process (the caller's
+    // word, and opened just above); populating faults pages in and never changes contents.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
+    let populated = if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    };
+    if prot != Prot::ReadWrite {
+        protect(addr, len, prot)?;
+    }
+    populated
+}
+
+/// The kernel's limit on mappings per process.
+pub fn max_map_count() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The machine's physical memory (`MemTotal` in /proc/meminfo), if it can be read.
+pub fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
