@@ -30,7 +30,7 @@
 //! its grant reaches the new home, so every node that reads the word after that asks the
 //! new home (which defers requests until it has taken over).
 
-use crate::ids::NodeId;
+use crate::ids::{NodeId, NodeSet};
 use crate::net::{Backing, Net, NetError, Region};
 use crate::page::PageState;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -242,7 +242,7 @@ impl Directory {
             Directory::Replicated(r) => r.update_own(net, p, me, |w| w | SHARED),
             Directory::HomeHeld(_) => {
                 if st.at_home(me) {
-                    st.sharers |= 1 << me;
+                    st.sharers.insert(NodeId::from_usize(me));
                 }
             }
         }
@@ -278,7 +278,7 @@ impl Directory {
 
     /// The nodes sharing `p`: from the replica, or (home-held, at the home) from the page's
     /// state.
-    pub fn sharers(&self, net: &Net, p: u32, st: &PageState) -> u64 {
+    pub fn sharers(&self, net: &Net, p: u32, st: &PageState) -> NodeSet {
         match self {
             Directory::Replicated(r) => r.sharers(net, p),
             Directory::HomeHeld(_) => st.sharers,
@@ -290,7 +290,7 @@ impl Directory {
     /// but the home knows the sharing set.
     pub fn sole_sharer(&self, net: &Net, p: u32, me: usize) -> bool {
         match self {
-            Directory::Replicated(r) => r.sharers(net, p) == 1 << me,
+            Directory::Replicated(r) => r.sharers(net, p) == NodeSet::only(NodeId::from_usize(me)),
             Directory::HomeHeld(_) => false,
         }
     }
@@ -329,11 +329,12 @@ impl Replicated {
     }
 
     /// The nodes whose word in this replica says they share `p`.
-    fn sharers(&self, net: &Net, p: u32) -> u64 {
+    fn sharers(&self, net: &Net, p: u32) -> NodeSet {
         let rx = net.rx(self.dir);
         (0..self.nodes)
             .filter(|&n| rx.load_u32(self.word(p, n)) & SHARED != 0)
-            .fold(0, |m, n| m | 1 << n)
+            .map(NodeId::from_usize)
+            .collect()
     }
 
     /// Changes our own word of `p` by `f` (from our copy of it, see `own`) and broadcasts

@@ -29,7 +29,7 @@
 //!   toucher (`rehome_grant`), and only while its own processors have not mapped it
 //!   since initialization ended.
 
-use crate::ids::NodeId;
+use crate::ids::{NodeId, NodeSet};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -72,7 +72,7 @@ pub(crate) struct PageState {
     /// the home piggybacked on a reply (CSM-None-Mg's cached directory entry, 2.3.5).
     pub home_writing: bool,
     /// Home-held directory, at the home: the nodes sharing the page.
-    pub sharers: u64,
+    pub sharers: NodeSet,
     /// At the home: the other node that holds the page in exclusive mode, if one does.
     /// The master copy is stale until that node's flush lands.
     pub excl_at: Option<NodeId>,
@@ -100,7 +100,7 @@ impl std::fmt::Debug for PageState {
             .field("dirty", &self.dirty)
             .field("exclusive", &self.exclusive)
             .field("home_writing", &self.home_writing)
-            .field("sharers", &format_args!("{:#x}", self.sharers))
+            .field("sharers", &self.sharers)
             .field("excl_at", &self.excl_at)
             .field("recalling", &self.recalling)
             .field("rehome_grant", &self.rehome_grant)
@@ -119,7 +119,7 @@ impl PageState {
             dirty: false,
             exclusive: false,
             home_writing: false,
-            sharers: 0,
+            sharers: NodeSet::EMPTY,
             excl_at: None,
             recalling: false,
             rehome_grant: false,

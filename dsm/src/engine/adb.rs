@@ -21,6 +21,7 @@
 //! * A release at the home starts a new synchronization interval for the heuristics.
 
 use super::Node;
+use crate::ids::NodeSet;
 use crate::page::PageState;
 use crate::stats::NodeCounters;
 
@@ -61,7 +62,7 @@ impl Node {
             .ack_via(&self.seam())
             .unwrap_or_else(|e| Self::net_err(e));
         assert!(
-            self.dir.sharers(&self.net, p, st) & (1u64 << self.id) != 0,
+            self.dir.sharers(&self.net, p, st).contains(self.me()),
             "node {}: looking up a broadcast copy of page {p} before its join is in its replica",
             self.id
         );
@@ -86,9 +87,9 @@ impl Node {
 
     /// At the home's release of `p`, under its page lock: the nodes to notify, `sharers`
     /// or, if another node may hold a broadcast copy of `p`, every node.
-    pub(super) fn broadcast_notice_targets(&self, p: u32, sharers: u64) -> u64 {
+    pub(super) fn broadcast_notice_targets(&self, p: u32, sharers: NodeSet) -> NodeSet {
         if self.broadcast_copies_may_exist(p) {
-            self.net.all_nodes()
+            NodeSet::from_bits(self.net.all_nodes())
         } else {
             sharers
         }

@@ -3,7 +3,7 @@
 //! by the notices received are invalidated. Also the drop of a page a node leaves.
 
 use super::Node;
-use crate::ids::PageId;
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::Access;
 use crate::stats::NodeCounters;
 use crate::wait::{SeamLock, WaitFor};
@@ -30,18 +30,18 @@ impl Node {
             let (sharers, home) = if st.at_home(self.id) {
                 self.home_stops_writing(p, &mut st);
                 let sharers = self.dir.sharers(&self.net, p, &st);
-                (self.broadcast_notice_targets(p, sharers), self.id)
+                (self.broadcast_notice_targets(p, sharers), self.me())
             } else {
                 self.protector.set(p, Access::Read);
                 st.access = Access::Read;
                 st.dirty = false;
                 let twin = st.twin.take().expect("dirty non-home page without twin");
                 let sharers = self.send_diff(p, &mut st, &twin);
-                (sharers, st.home_node())
+                (sharers, NodeId::from_usize(st.home_node()))
             };
             st.check(self.id);
             drop(st);
-            noticed.push((p, sharers & !(1u64 << home)));
+            noticed.push((p, sharers.without(home)));
         }
         // Taken after the pages: a page that an acquire flushed while we waited for its
         // lock is owed a notice, and we must send it before this release completes.
@@ -49,13 +49,11 @@ impl Node {
         self.send_notices(&noticed);
     }
 
-    pub(super) fn send_notices(&self, noticed: &[(u32, u64)]) {
+    pub(super) fn send_notices(&self, noticed: &[(u32, NodeSet)]) {
         let mut per_node: Vec<Vec<u32>> = vec![Vec::new(); self.nodes];
         for &(p, sharers) in noticed {
-            for (n, list) in per_node.iter_mut().enumerate() {
-                if n != self.id && sharers & (1u64 << n) != 0 {
-                    list.push(p);
-                }
+            for n in sharers.without(self.me()).iter() {
+                per_node[n.index()].push(p);
             }
         }
         let targets: Vec<(usize, &[u32])> = per_node
@@ -138,7 +136,7 @@ impl Node {
             self.owed
                 .lock()
                 .expect("poisoned")
-                .push((p, sharers & !(1u64 << home)));
+                .push((p, sharers.without(NodeId::from_usize(home))));
             NodeCounters::bump(&self.counters.flushes_before_drop);
         }
         self.protector.set(p, Access::Invalid);

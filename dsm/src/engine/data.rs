@@ -16,7 +16,7 @@
 use super::{Node, PageGuard};
 use crate::config::DataStrategy;
 use crate::diff;
-use crate::ids::PageId;
+use crate::ids::{NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::NodeCounters;
 use crate::wire::{kind, DiffWriter, Reply};
@@ -65,7 +65,7 @@ impl Node {
     /// Sends the diff of page `p` against `twin` to its home; returns the page's sharers
     /// as the home (or the replicated directory) knows them. The caller holds the page
     /// lock and has write-protected the page.
-    pub(super) fn send_diff(&self, p: u32, st: &mut PageGuard<'_>, twin: &[u8]) -> u64 {
+    pub(super) fn send_diff(&self, p: u32, st: &mut PageGuard<'_>, twin: &[u8]) -> NodeSet {
         let page = self.snapshot_page(p);
         let mut d = Vec::with_capacity(64);
         let changed = diff::encode(twin, &page, &mut d);
@@ -113,7 +113,7 @@ impl Node {
                     DiffWriter::with_budget(PageId(p), diff::runs(&d), self.diff_message_bytes);
                 let mut msg = Vec::with_capacity(d.len().min(crate::net::MAX_MESSAGE_BYTES));
                 let mut out = Vec::new();
-                let mut sharers = 0;
+                let mut sharers = NodeSet::EMPTY;
                 let mut first = true;
                 while writer.next_message(&mut msg) {
                     loop {

@@ -71,7 +71,7 @@ impl Node {
     /// "home is writing" bit is set either way.
     pub(super) fn home_starts_writing(&self, p: u32, st: &mut PageGuard<'_>) {
         self.dir.join(&self.net, self.id, p, st);
-        if self.dir.sharers(&self.net, p, st) & !(1u64 << self.id) == 0
+        if self.dir.sharers(&self.net, p, st).without(self.me()).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
             st.exclusive = true;

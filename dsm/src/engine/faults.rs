@@ -5,7 +5,7 @@
 
 use super::Node;
 use super::{PageGuard, Want};
-use crate::ids::{NodeId, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::Access;
 use crate::stats::{Clock, NodeCounters};
 use crate::wait::WaitFor;
@@ -357,10 +357,10 @@ impl Node {
     /// initialization), with the master copy installed. Under remote-write data it
     /// receives the page's diffs from now on: it attaches its receive mapping before the
     /// hint names it home, and the old home detached its own before it answered.
-    pub(super) fn become_home(&self, p: u32, st: &mut PageGuard<'_>, sharers: u64) {
+    pub(super) fn become_home(&self, p: u32, st: &mut PageGuard<'_>, sharers: NodeSet) {
         self.data_attach(p, true);
         self.pages.set_home(p, st, self.id);
-        st.sharers = sharers | (1u64 << self.id);
+        st.sharers = sharers.with(self.me());
         st.home_writing = false;
         if st.access == Access::Write {
             unreachable!("a node migrates a page home only from a write fault");

@@ -12,7 +12,7 @@
 
 use super::Node;
 use crate::config::MetadataStrategy;
-use crate::ids::PageId;
+use crate::ids::{NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::{Clock, NodeCounters};
 use crate::wire::{kind, Msg};
@@ -36,7 +36,7 @@ impl Node {
     /// The sharing set of `p` to send write notices to after this node's diff of it
     /// reached the home: the set the home acknowledged with (`from_home`, home-held), or
     /// the replica's, read after the diff has landed (replicated).
-    pub(super) fn sharers_after_diff(&self, p: u32, st: &PageState, from_home: u64) -> u64 {
+    pub(super) fn sharers_after_diff(&self, p: u32, st: &PageState, from_home: NodeSet) -> NodeSet {
         match self.protocol.metadata {
             MetadataStrategy::HomeHeld => from_home,
             MetadataStrategy::Replicated => self.dir.sharers(&self.net, p, st),

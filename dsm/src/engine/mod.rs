@@ -99,7 +99,7 @@ mod service;
 use crate::config::Protocol;
 use crate::directory::Directory;
 use crate::fault::Protector;
-use crate::ids::{NodeId, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::net::{MsgError, Net, Region};
 pub(crate) use crate::page::Access;
 use crate::page::{PageState, PageTable};
@@ -144,7 +144,7 @@ pub(crate) struct Node {
     dirty: Mutex<Vec<u32>>,
     /// Pages flushed before being dropped, whose write notices are owed at the next release,
     /// with the sharers to notify.
-    owed: Mutex<Vec<(u32, u64)>>,
+    owed: Mutex<Vec<(u32, NodeSet)>>,
     releasing: SeamLock<()>,
     acquiring: SeamLock<()>,
     pub dir: Directory,
@@ -476,6 +476,11 @@ impl Node {
     // -------------------------------------------------------------------------------
     // Homes.
     // -------------------------------------------------------------------------------
+
+    /// This node, as the node id that homes, holders and sharing sets name.
+    pub(crate) fn me(&self) -> NodeId {
+        NodeId::from_usize(self.id)
+    }
 
     pub fn manager_of(&self, p: u32) -> usize {
         p as usize % self.nodes

@@ -68,7 +68,7 @@
 
 use super::{Node, PageGuard, Want};
 use crate::config::DataStrategy;
-use crate::ids::NodeId;
+use crate::ids::{NodeId, NodeSet};
 use crate::page::{Hint, PageState};
 use crate::stats::NodeCounters;
 use crate::wire::{kind, Msg, Piggyback, Reply};
@@ -362,7 +362,7 @@ impl Node {
                     return Outcome::Defer;
                 };
                 if let Some(mut st) = st.take() {
-                    st.sharers &= !(1u64 << from);
+                    st.sharers.remove(NodeId::from_usize(from));
                 }
                 Outcome::Done
             }
@@ -549,7 +549,7 @@ impl Node {
             self.home_stops_writing(p, st);
             NodeCounters::bump(&self.counters.exclusive_exits);
         }
-        st.sharers |= 1u64 << from;
+        st.sharers.insert(NodeId::from_usize(from));
         if migrate || rehome {
             // Home migration never moves a master copy in network space (2.3.5); the
             // first touch after initialization may, as first touch attaches one.
@@ -560,12 +560,12 @@ impl Node {
             // at the end, and none has fetched it since, so the requester is the only
             // sharer (a home-held set may still name nodes whose drops arrive late).
             let mut sharers = if rehome {
-                1u64 << from
+                NodeSet::only(NodeId::from_usize(from))
             } else {
-                self.dir.sharers(&self.net, p, st) | 1u64 << from
+                self.dir.sharers(&self.net, p, st).with(NodeId::from_usize(from))
             };
             if st.access == super::Access::Invalid {
-                sharers &= !(1u64 << self.id);
+                sharers.remove(self.me());
                 if rehome {
                     // This node has not mapped the page since initialization: it shares
                     // it no more, and must not hold the new home out of exclusive mode.
@@ -578,7 +578,7 @@ impl Node {
             // now redirects), and the new home attaches its own before it is named.
             self.data_attach(p, false);
             self.pages.set_home(p, st, from);
-            st.sharers = 0;
+            st.sharers = NodeSet::EMPTY;
             self.dir.publish_home(&self.net, p, from);
             st.check(self.id);
             answer(&Reply::Page {
@@ -596,7 +596,7 @@ impl Node {
         if exclusive
             && !st.recalling
             && st.access == super::Access::Invalid
-            && self.dir.sharers(&self.net, p, st) & !(1u64 << from) == 0
+            && self.dir.sharers(&self.net, p, st).without(NodeId::from_usize(from)).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
             // The only sharer: grant, with the master copy (never broadcast meanwhile).
