@@ -15,6 +15,13 @@ pub const MAX_NODES: usize = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct PageId(pub u32);
 
+impl PageId {
+    /// The page's position in per-page arrays and in the heap.
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 impl fmt::Display for PageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "page {}", self.0)

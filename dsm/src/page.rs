@@ -29,7 +29,7 @@
 //!   toucher (`rehome_grant`), and only while its own processors have not mapped it
 //!   since initialization ended.
 
-use crate::ids::{NodeId, NodeSet};
+use crate::ids::{NodeId, NodeSet, PageId};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -255,13 +255,13 @@ impl PageTable {
     }
 
     /// The waiter flag of processors parked on `p`'s lock.
-    pub fn lock_waiters(&self, p: u32) -> &AtomicU32 {
-        &self.lock_waiters[p as usize]
+    pub fn lock_waiters(&self, p: PageId) -> &AtomicU32 {
+        &self.lock_waiters[p.index()]
     }
 
     /// Locks page `p` if it is free.
-    pub fn try_lock(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
-        match self.states[p as usize].try_lock() {
+    pub fn try_lock(&self, p: PageId) -> Option<MutexGuard<'_, PageState>> {
+        match self.states[p.index()].try_lock() {
             Ok(g) => Some(g),
             Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(TryLockError::WouldBlock) => None,
@@ -272,7 +272,7 @@ impl PageTable {
     /// so that its holder's release retries the deferred message, and tries once more
     /// (type doc, "Memory ordering"). The mark may outlive a second try that succeeds:
     /// the handler's own release then takes it, at the cost of one needless retry.
-    pub fn try_lock_or_want(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
+    pub fn try_lock_or_want(&self, p: PageId) -> Option<MutexGuard<'_, PageState>> {
         if let Some(g) = self.try_lock(p) {
             return Some(g);
         }
@@ -284,23 +284,23 @@ impl PageTable {
     /// The caller looks again after this (its second try, or its second look at the hint
     /// of a migration in flight, whose processor holds the lock until the answer); see
     /// the type doc, "Memory ordering".
-    pub fn want(&self, p: u32) {
-        self.wanted[p as usize].store(true, Ordering::SeqCst);
+    pub fn want(&self, p: PageId) {
+        self.wanted[p.index()].store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
     /// Called by every releaser of `p`'s lock once it has unlocked it: whether a handler
     /// marked the lock wanted since the last release (the mark is cleared, so one release
     /// answers it).
-    pub fn take_wanted(&self, p: u32) -> bool {
+    pub fn take_wanted(&self, p: PageId) -> bool {
         fence(Ordering::SeqCst);
-        let w = &self.wanted[p as usize];
+        let w = &self.wanted[p.index()];
         w.load(Ordering::Relaxed) && w.swap(false, Ordering::SeqCst)
     }
 
     /// The home hint of `p`, read without its lock.
-    pub fn hint(&self, p: u32, me: usize) -> Hint {
-        let h = self.hints[p as usize].load(Ordering::Acquire);
+    pub fn hint(&self, p: PageId, me: usize) -> Hint {
+        let h = self.hints[p.index()].load(Ordering::Acquire);
         if h & PENDING != 0 {
             Hint::Pending
         } else if h as u16 == NO_HOME {
@@ -313,20 +313,20 @@ impl PageTable {
     }
 
     /// The known home of `p` (`None` if unknown), without its lock.
-    pub fn known_home(&self, p: u32) -> Option<usize> {
-        let h = self.hints[p as usize].load(Ordering::Acquire) as u16;
+    pub fn known_home(&self, p: PageId) -> Option<usize> {
+        let h = self.hints[p.index()].load(Ordering::Acquire) as u16;
         (h != NO_HOME).then_some(h as usize)
     }
 
     /// Records `home` as `p`'s home in the page state and its hint, clearing a pending
     /// migration mark in the same store. The caller holds the page lock (`st` is its
     /// guard's state).
-    pub fn set_home(&self, p: u32, st: &mut PageState, home: usize) {
+    pub fn set_home(&self, p: PageId, st: &mut PageState, home: usize) {
         trace(|| {
             format!(
-                "set_home page {p} : {:?} -> {home} (hint {:#x}) at {:?}",
+                "set_home {p} : {:?} -> {home} (hint {:#x}) at {:?}",
                 st.home,
-                self.hints[p as usize].load(Ordering::Relaxed),
+                self.hints[p.index()].load(Ordering::Relaxed),
                 std::thread::current().name()
             )
         });
@@ -334,20 +334,20 @@ impl PageTable {
             st.home_epoch += 1;
         }
         st.home = Some(NodeId::from_usize(home));
-        self.hints[p as usize].store(home as u32, Ordering::Release);
+        self.hints[p.index()].store(home as u32, Ordering::Release);
     }
 
     /// First touch: `p`'s home is `home`, learned without the page lock. Only moves the hint
     /// from "unknown"; returns the home the hint holds afterwards.
-    pub fn learn_first_home(&self, p: u32, home: usize) -> usize {
+    pub fn learn_first_home(&self, p: PageId, home: usize) -> usize {
         trace(|| {
             format!(
-                "learn_first page {p} : {home} (hint {:#x}) at {:?}",
-                self.hints[p as usize].load(Ordering::Relaxed),
+                "learn_first {p} : {home} (hint {:#x}) at {:?}",
+                self.hints[p.index()].load(Ordering::Relaxed),
                 std::thread::current().name()
             )
         });
-        match self.hints[p as usize].compare_exchange(
+        match self.hints[p.index()].compare_exchange(
             NO_HOME as u32,
             home as u32,
             Ordering::AcqRel,
@@ -360,11 +360,11 @@ impl PageTable {
 
     /// Marks (or clears) a migration of `p` to this node in flight. The caller holds the
     /// page lock for as long as the mark is set.
-    pub fn set_pending(&self, p: u32, pending: bool) {
+    pub fn set_pending(&self, p: PageId, pending: bool) {
         if pending {
-            self.hints[p as usize].fetch_or(PENDING, Ordering::AcqRel);
+            self.hints[p.index()].fetch_or(PENDING, Ordering::AcqRel);
         } else {
-            self.hints[p as usize].fetch_and(!PENDING, Ordering::AcqRel);
+            self.hints[p.index()].fetch_and(!PENDING, Ordering::AcqRel);
         }
     }
 }

@@ -49,14 +49,14 @@ impl Node {
         self.send_notices(&noticed);
     }
 
-    pub(super) fn send_notices(&self, noticed: &[(u32, NodeSet)]) {
-        let mut per_node: Vec<Vec<u32>> = vec![Vec::new(); self.nodes];
+    pub(super) fn send_notices(&self, noticed: &[(PageId, NodeSet)]) {
+        let mut per_node: Vec<Vec<PageId>> = vec![Vec::new(); self.nodes];
         for &(p, sharers) in noticed {
             for n in sharers.without(self.me()).iter() {
                 per_node[n.index()].push(p);
             }
         }
-        let targets: Vec<(usize, &[u32])> = per_node
+        let targets: Vec<(usize, &[PageId])> = per_node
             .iter()
             .enumerate()
             .filter(|(_, pages)| !pages.is_empty())
@@ -87,7 +87,7 @@ impl Node {
         let _one = self.serialize(&self.acquiring, "acquire");
         let (pages, all) = self.dir.take_notices(&self.net, self.id);
         if all {
-            for p in 0..self.npages as u32 {
+            for p in (0..self.npages as u32).map(PageId) {
                 self.invalidate(p);
             }
         } else {
@@ -97,7 +97,7 @@ impl Node {
         }
     }
 
-    pub(super) fn invalidate(&self, p: u32) {
+    pub(super) fn invalidate(&self, p: PageId) {
         if self.pages.known_home(p) == Some(self.id) {
             return; // the home keeps the master copy (checked again under the lock)
         }
@@ -113,7 +113,7 @@ impl Node {
             match self.call(
                 st.home_node(),
                 &Msg::Flush {
-                    page: PageId(p),
+                    page: p,
                     holder: crate::ids::NodeId::from_usize(self.id),
                     fetch: false,
                     data: &data,

@@ -20,7 +20,7 @@ impl Node {
         }
         let _entry = Clock::enter();
         crate::sched::charge_cost("host.fault_ns", |h, _| h.fault_ns as f64);
-        let p = (offset / self.page_bytes) as u32;
+        let p = PageId((offset / self.page_bytes) as u32);
         if write {
             NodeCounters::bump(&self.counters.write_faults);
             self.write_fault(p);
@@ -51,7 +51,7 @@ impl Node {
         }
     }
 
-    pub(super) fn read_fault(&self, p: u32) {
+    pub(super) fn read_fault(&self, p: PageId) {
         self.learn_home(p);
         let mut st = self.lock_for_fault(p);
         if st.access != Access::Invalid {
@@ -73,7 +73,7 @@ impl Node {
     /// join the sharing set and fetch the page, asking the home for what `want` says. The
     /// home may have moved here by the time this returns. Returns true if the home
     /// granted exclusive mode.
-    pub(super) fn map_in(&self, p: u32, st: &mut PageGuard<'_>, want: Want) -> bool {
+    pub(super) fn map_in(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let mut granted = false;
         if st.at_home(self.id) {
             self.dir.join(&self.net, self.id, p, st);
@@ -96,7 +96,7 @@ impl Node {
     /// takes the lock only if it is free and releases it unchanged; a busy lock ends the
     /// wait, and the processor waits for the lock in [`Node::lock_page`] instead, which
     /// every release wakes.
-    pub(super) fn lock_for_fault(&self, p: u32) -> PageGuard<'_> {
+    pub(super) fn lock_for_fault(&self, p: PageId) -> PageGuard<'_> {
         loop {
             let mut st = self.lock_page(p);
             let Some(holder) = st.excl_at.filter(|_| st.at_home(self.id)) else {
@@ -105,7 +105,7 @@ impl Node {
             if st.recalling {
                 st.release_unchanged();
                 self.seam()
-                    .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
+                    .until_flagged(WaitFor::Flush { page: p.0 }, &self.flush_waiters, || {
                         self.look_at_page(p, |s| s.excl_at.is_none())
                             .unwrap_or(true)
                     })
@@ -120,12 +120,12 @@ impl Node {
             let mut st = self.lock_page(p);
             assert!(
                 st.recalling,
-                "node {}: page {p}'s recall ended by another",
+                "node {}: {p}'s recall ended by another",
                 self.id
             );
             if !self.apply_flush(p, &mut st, holder, &data) {
                 // The holder flushed the page itself (it dropped it) before our recall.
-                assert!(data.is_empty(), "node {}: page {p} flushed twice", self.id);
+                assert!(data.is_empty(), "node {}: {p} flushed twice", self.id);
             }
             st.recalling = false;
             st.check(self.id);
@@ -133,7 +133,7 @@ impl Node {
         }
     }
 
-    pub(super) fn write_fault(&self, p: u32) {
+    pub(super) fn write_fault(&self, p: PageId) {
         self.learn_home(p);
         let mut st = self.lock_for_fault(p);
         if st.access == Access::Write {
@@ -210,7 +210,7 @@ impl Node {
     /// the page exclusively and returns whether the home granted it. If the home answers
     /// that another node holds the page exclusively, recalls it there and hands its page
     /// to the home with the fetch (`Flush`). The caller holds the page lock.
-    pub(super) fn fetch(&self, p: u32, st: &mut PageGuard<'_>, want: Want) -> bool {
+    pub(super) fn fetch(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let Want {
             mut migrate,
             exclusive,
@@ -230,7 +230,7 @@ impl Node {
         let mut flush: Option<(usize, Vec<u8>)> = None;
         loop {
             let Some(home) = st.home.map(NodeId::index).filter(|&h| h != self.id) else {
-                panic!("node {}: fetching page {p} with home {:?}", self.id, st.home);
+                panic!("node {}: fetching {p} with home {:?}", self.id, st.home);
             };
             if need_data
                 && !migrate
@@ -245,13 +245,13 @@ impl Node {
             }
             let msg = match &flush {
                 Some((holder, data)) => Msg::Flush {
-                    page: PageId(p),
+                    page: p,
                     holder: crate::ids::NodeId::from_usize(*holder),
                     fetch: true,
                     data,
                 },
                 None => Msg::Fetch {
-                    page: PageId(p),
+                    page: p,
                     migrate,
                     exclusive,
                     rehome,
@@ -282,7 +282,7 @@ impl Node {
                     NodeCounters::bump(&self.counters.page_transfers);
                     assert!(
                         !rehomed || (migrated && rehome),
-                        "node {}: page {p} rehomed here unasked",
+                        "node {}: {p} rehomed here unasked",
                         self.id
                     );
                     if migrated {
@@ -300,7 +300,7 @@ impl Node {
                     }
                     assert!(
                         !granted || (exclusive && flush.is_none()),
-                        "node {}: page {p} granted exclusively unasked",
+                        "node {}: {p} granted exclusively unasked",
                         self.id
                     );
                     return granted;
@@ -308,7 +308,7 @@ impl Node {
                 Reply::Holder { holder } => {
                     assert!(
                         !migrate && flush.is_none() && holder.index() != self.id,
-                        "node {}: page {p} answered with holder {holder:?} (migrate {migrate})",
+                        "node {}: {p} answered with holder {holder:?} (migrate {migrate})",
                         self.id
                     );
                     let data = self.recall(p, holder.index());
@@ -328,7 +328,7 @@ impl Node {
                 Reply::Moved { home: to } => {
                     NodeCounters::bump(&self.counters.redirects);
                     let to = to.index();
-                    assert_ne!(to, home, "node {home} redirected page {p} to itself");
+                    assert_ne!(to, home, "node {home} redirected {p} to itself");
                     self.pages.set_home(p, st, to);
                     if to == self.id {
                         // The home moved here meanwhile: only our own request can do
@@ -337,12 +337,12 @@ impl Node {
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .iter()
-                            .filter(|l| l.contains(&format!("page {p} ")))
+                            .filter(|l| l.contains(&format!("{p} ")))
                         {
                             eprintln!("{l}");
                         }
                         panic!(
-                            "node {}: page {p} redirected to this node by node {home} (migrate: {migrate}, state {:?})",
+                            "node {}: {p} redirected to this node by node {home} (migrate: {migrate}, state {:?})",
                             self.id, **st
                         );
                     }
@@ -357,7 +357,7 @@ impl Node {
     /// initialization), with the master copy installed. Under remote-write data it
     /// receives the page's diffs from now on: it attaches its receive mapping before the
     /// hint names it home, and the old home detached its own before it answered.
-    pub(super) fn become_home(&self, p: u32, st: &mut PageGuard<'_>, sharers: NodeSet) {
+    pub(super) fn become_home(&self, p: PageId, st: &mut PageGuard<'_>, sharers: NodeSet) {
         self.data_attach(p, true);
         self.pages.set_home(p, st, self.id);
         st.sharers = sharers.with(self.me());

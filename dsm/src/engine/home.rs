@@ -34,12 +34,13 @@
 
 use super::Node;
 use crate::config::HomePolicy;
+use crate::ids::PageId;
 use crate::page::{Access, PageState};
 use std::sync::atomic::Ordering;
 
 impl Node {
     /// Whether a write fault at this node (not `p`'s home) should ask the home to move.
-    pub(super) fn may_migrate(&self, p: u32, st: &PageState) -> bool {
+    pub(super) fn may_migrate(&self, p: PageId, st: &PageState) -> bool {
         if self.protocol.home != HomePolicy::Migrating {
             return false;
         }
@@ -77,12 +78,12 @@ impl Node {
         if self.homes_fixed.load(Ordering::Relaxed) {
             return;
         }
-        for p in 0..self.npages as u32 {
+        for p in (0..self.npages as u32).map(PageId) {
             if self.pages.known_home(p) == Some(self.id) {
                 let mut st = self.lock_page(p);
                 assert!(
                     st.at_home(self.id) && !st.dirty,
-                    "node {}: page {p} changed at the end of initialization: {:?}",
+                    "node {}: {p} changed at the end of initialization: {:?}",
                     self.id,
                     *st
                 );

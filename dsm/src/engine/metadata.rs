@@ -20,7 +20,7 @@ use crate::wire::{kind, Msg};
 impl Node {
     /// Sends a release's write notices: `targets` pairs each node with the pages it is
     /// told of.
-    pub(super) fn deliver_notices(&self, targets: &[(usize, &[u32])]) {
+    pub(super) fn deliver_notices(&self, targets: &[(usize, &[PageId])]) {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => {
                 for &(n, pages) in targets {
@@ -36,7 +36,7 @@ impl Node {
     /// The sharing set of `p` to send write notices to after this node's diff of it
     /// reached the home: the set the home acknowledged with (`from_home`, home-held), or
     /// the replica's, read after the diff has landed (replicated).
-    pub(super) fn sharers_after_diff(&self, p: u32, st: &PageState, from_home: NodeSet) -> NodeSet {
+    pub(super) fn sharers_after_diff(&self, p: PageId, st: &PageState, from_home: NodeSet) -> NodeSet {
         match self.protocol.metadata {
             MetadataStrategy::HomeHeld => from_home,
             MetadataStrategy::Replicated => self.dir.sharers(&self.net, p, st),
@@ -45,7 +45,7 @@ impl Node {
 
     /// Whether `p`'s home is writing it, as far as this node knows: the replicated bit, or
     /// the one the home's last acknowledgement carried (home-held).
-    pub(super) fn home_is_writing(&self, p: u32, st: &PageState) -> bool {
+    pub(super) fn home_is_writing(&self, p: PageId, st: &PageState) -> bool {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => self.dir.home_writing(&self.net, p, st.home_node()),
             MetadataStrategy::HomeHeld => st.home_writing,
@@ -53,14 +53,14 @@ impl Node {
     }
 
     /// This node dropped its copy of `p`: leave the sharing set.
-    pub(super) fn leave(&self, p: u32, st: &PageState) {
+    pub(super) fn leave(&self, p: PageId, st: &PageState) {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => self.dir.leave(&self.net, self.id, p),
             // One-way: the ring is FIFO, so a later fetch from us arrives after it. If the
             // home has moved meanwhile, the old home drops the message: the new home's set
             // then still names us, which costs a needless notice, never a missed one.
             MetadataStrategy::HomeHeld => {
-                self.post(st.home_node(), &Msg::Drop { page: PageId(p) })
+                self.post(st.home_node(), &Msg::Drop { page: p })
             }
         }
     }
@@ -69,7 +69,7 @@ impl Node {
     /// the release completes. Notices to different nodes overlap (section 3.1): each round
     /// sends one message to every node that still has notices, then waits for all their
     /// acknowledgements.
-    pub(super) fn send_notice_messages(&self, targets: &[(usize, &[u32])]) {
+    pub(super) fn send_notice_messages(&self, targets: &[(usize, &[PageId])]) {
         let per_message = (crate::net::MAX_MESSAGE_BYTES - 16) / 4;
         let rounds = targets
             .iter()
@@ -83,10 +83,7 @@ impl Node {
                 .filter_map(|&(to, pages)| {
                     let chunk = pages.chunks(per_message).nth(round)?;
                     let mut buf = Vec::new();
-                    let list = crate::wire::PageList::encode_from(
-                        chunk.iter().map(|&p| PageId(p)),
-                        &mut buf,
-                    );
+                    let list = crate::wire::PageList::encode_from(chunk.iter().copied(), &mut buf);
                     let mut payload = Vec::new();
                     crate::wire::Msg::Notice { pages: list }.encode(&mut payload);
                     Some((to, payload))

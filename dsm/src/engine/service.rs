@@ -68,7 +68,7 @@
 
 use super::{Node, PageGuard, Want};
 use crate::config::DataStrategy;
-use crate::ids::{NodeId, NodeSet};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::{Hint, PageState};
 use crate::stats::NodeCounters;
 use crate::wire::{kind, Msg, Piggyback, Reply};
@@ -78,7 +78,7 @@ use std::sync::Mutex;
 
 /// A message kept for later: its page was busy.
 struct Deferred {
-    page: u32,
+    page: PageId,
     /// The ordering class of the message (see [`order_key`]).
     key: u64,
     from: usize,
@@ -100,8 +100,8 @@ pub(crate) struct Service {
     /// Bumped by every page release that asks for a retry of the deferred messages.
     unlocks: AtomicUsize,
     /// The page of the fetch being served and how many other fetches of it arrived in the
-    /// same pass over the rings or wait deferred.
-    batch: Mutex<(u32, usize)>,
+    /// same pass over the rings or wait deferred (`None` before the first fetch).
+    batch: Mutex<Option<(PageId, usize)>>,
 }
 
 impl Service {
@@ -131,12 +131,10 @@ impl Service {
 
     /// Fetches of `p` waiting right now (for adaptive broadcast's "several requests at
     /// once"). Read by the serving thread, which holds the queue.
-    pub fn pending_fetches(&self, p: u32) -> usize {
-        let (page, n) = *self.batch.lock().expect("poisoned");
-        if page == p {
-            n
-        } else {
-            0
+    pub fn pending_fetches(&self, p: PageId) -> usize {
+        match *self.batch.lock().expect("poisoned") {
+            Some((page, n)) if page == p => n,
+            _ => 0,
         }
     }
 }
@@ -149,13 +147,13 @@ enum Outcome {
 }
 
 /// The page a message acts on, if it must be ordered with others for that page.
-fn page_of(m: &Msg<'_>) -> Option<u32> {
+fn page_of(m: &Msg<'_>) -> Option<PageId> {
     match *m {
         Msg::Fetch { page, .. }
         | Msg::Diff { page, .. }
         | Msg::Drop { page }
         | Msg::Recall { page }
-        | Msg::Flush { page, .. } => Some(page.0),
+        | Msg::Flush { page, .. } => Some(page),
         _ => None,
     }
 }
@@ -164,7 +162,7 @@ fn page_of(m: &Msg<'_>) -> Option<u32> {
 /// flushes, which fetches and diffs of the page wait for (module doc, "Exclusive mode
 /// away from the home") and so must not queue behind.
 fn order_key(m: &Msg<'_>) -> Option<u64> {
-    let p = page_of(m)? as u64;
+    let p = u64::from(page_of(m)?.0);
     Some(if matches!(m, Msg::Flush { .. }) {
         p | 1 << 32
     } else {
@@ -197,7 +195,7 @@ impl Node {
     /// One pass of [`Node::serve_once`] by the thread that holds the queue.
     fn serve_pass(&self, queue: &mut VecDeque<Deferred>) -> usize {
         let mut handled = 0;
-        let mut fetched: Vec<u32> = Vec::new();
+        let mut fetched: Vec<PageId> = Vec::new();
         if !queue.is_empty() {
             let mut busy: Vec<u64> = Vec::new();
             let mut i = 0;
@@ -234,7 +232,7 @@ impl Node {
                         .iter()
                         .filter(|d| d.page == p && d.kind == kind::FETCH)
                         .count();
-                *self.service.batch.lock().expect("poisoned") = (p, others);
+                *self.service.batch.lock().expect("poisoned") = Some((p, others));
                 fetched.push(p);
             }
             if queued
@@ -284,7 +282,7 @@ impl Node {
         let answer = |r: &Reply<'_>| self.reply(from, slot, token, r);
         match msg {
             Msg::HomeQuery { page } => {
-                let home = self.dir.assign_home(&self.net, page.0, from);
+                let home = self.dir.assign_home(&self.net, page, from);
                 answer(&Reply::Home {
                     home: NodeId::from_usize(home),
                 });
@@ -296,7 +294,7 @@ impl Node {
                 exclusive,
                 rehome,
             } => {
-                let Some(mut st) = self.lock_as_home(page.0, |h| answer(&Reply::Moved { home: h }))
+                let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
                 else {
                     return Outcome::Defer;
                 };
@@ -310,9 +308,8 @@ impl Node {
                         assert_ne!(
                             holder.index(),
                             from,
-                            "node {}: page {} fetched by its exclusive holder",
-                            self.id,
-                            page.0
+                            "node {}: {page} fetched by its exclusive holder",
+                            self.id
                         );
                         st.recalling = true;
                         st.check(self.id);
@@ -324,12 +321,12 @@ impl Node {
                         exclusive,
                         rehome,
                     };
-                    self.serve_fetch(page.0, &mut st, from, want, &answer);
+                    self.serve_fetch(page, &mut st, from, want, &answer);
                 }
                 Outcome::Done
             }
             Msg::Diff { page, runs } => {
-                let Some(mut st) = self.lock_as_home(page.0, |h| answer(&Reply::Moved { home: h }))
+                let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
                 else {
                     return Outcome::Defer;
                 };
@@ -339,8 +336,8 @@ impl Node {
                         // exclusive mode: its diff follows the flush.
                         assert!(
                             st.recalling,
-                            "node {}: a diff of page {} from node {from} while node {} holds it exclusively",
-                            self.id, page.0, holder
+                            "node {}: a diff of {page} from node {from} while node {} holds it exclusively",
+                            self.id, holder
                         );
                         st.defer();
                         return Outcome::Defer;
@@ -348,15 +345,15 @@ impl Node {
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
                         panic!("node {}: bad diff from node {from}: {e}", self.id)
                     });
-                    self.apply_runs(page.0, runs.iter().flat_map(|r| r.ranges()));
+                    self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
                     answer(&Reply::DiffAck {
-                        meta: self.piggyback(page.0, &st),
+                        meta: self.piggyback(page, &st),
                     });
                 }
                 Outcome::Done
             }
             Msg::Drop { page } => {
-                let Some(mut st) = self.lock_as_home(page.0, |_| {
+                let Some(mut st) = self.lock_as_home(page, |_| {
                     NodeCounters::bump(&self.counters.stale_drops);
                 }) else {
                     return Outcome::Defer;
@@ -369,11 +366,11 @@ impl Node {
             Msg::Recall { page } => {
                 // At the exclusive holder (not the home). The page lock is held only by
                 // processors that do not wait for this recall to finish.
-                let Some(mut st) = self.try_lock_page(page.0) else {
+                let Some(mut st) = self.try_lock_page(page) else {
                     return Outcome::Defer;
                 };
                 let data = if st.exclusive {
-                    let data = self.end_exclusive(page.0, &mut st);
+                    let data = self.end_exclusive(page, &mut st);
                     if self.protocol.data == DataStrategy::RemoteWrite {
                         // Into the master copy now, ordered before our answer.
                         let region = self
@@ -382,7 +379,7 @@ impl Node {
                             .expect("remote-write data needs the data region");
                         self.net
                             .tx(region)
-                            .write(page.0 as u64 * self.page_bytes as u64, &data);
+                            .write(u64::from(page.0) * self.page_bytes as u64, &data);
                         Vec::new()
                     } else {
                         data
@@ -399,10 +396,10 @@ impl Node {
                 fetch,
                 data,
             } => {
-                let Some(mut st) = self.lock_as_home(page.0, |h| {
+                let Some(mut st) = self.lock_as_home(page, |h| {
                     panic!(
-                        "node {}: a flush of page {} from node {from}, whose home is node {h:?}",
-                        self.id, page.0
+                        "node {}: a flush of {page} from node {from}, whose home is node {h:?}",
+                        self.id
                     )
                 }) else {
                     return Outcome::Defer;
@@ -410,18 +407,18 @@ impl Node {
                 let Some(mut st) = st.take() else {
                     return Outcome::Done;
                 };
-                let p = page.0;
+                let p = page;
                 let holder = holder.index();
                 assert_eq!(
                     fetch,
                     from != holder,
-                    "node {}: flush of page {p} from node {from}",
+                    "node {}: flush of {p} from node {from}",
                     self.id
                 );
                 if !self.apply_flush(p, &mut st, holder, data) {
                     assert!(
                         fetch && data.is_empty(),
-                        "node {}: a flush of page {p} held by node {holder}, recorded at {:?}",
+                        "node {}: a flush of {p} held by node {holder}, recorded at {:?}",
                         self.id,
                         st.excl_at
                     );
@@ -430,7 +427,7 @@ impl Node {
                     // The recaller reports: the recall is over; serve its fetch.
                     assert!(
                         st.recalling,
-                        "node {}: page {p} flushed unrecalled",
+                        "node {}: {p} flushed unrecalled",
                         self.id
                     );
                     st.recalling = false;
@@ -442,7 +439,7 @@ impl Node {
                 Outcome::Done
             }
             Msg::Notice { pages } => {
-                self.dir.receive_notices(pages.iter().map(|p| p.0));
+                self.dir.receive_notices(pages.iter());
                 self.net
                     .acknowledge(from, slot, token)
                     .unwrap_or_else(|e| Self::net_err(e));
@@ -465,7 +462,7 @@ impl Node {
     #[allow(clippy::option_option)]
     fn lock_as_home(
         &self,
-        p: u32,
+        p: PageId,
         elsewhere: impl FnOnce(NodeId),
     ) -> Option<Option<PageGuard<'_>>> {
         match self.pages.hint(p, self.id) {
@@ -493,7 +490,7 @@ impl Node {
                     let h = self.learn_first_home(p, self.id);
                     assert_eq!(
                         h, self.id,
-                        "page {p} asked of node {} but its home is node {h}",
+                        "{p} asked of node {} but its home is node {h}",
                         self.id
                     );
                     self.pages.set_home(p, &mut st, self.id);
@@ -511,7 +508,7 @@ impl Node {
     }
 
     /// What the home piggybacks on a reply about `p`.
-    fn piggyback(&self, p: u32, st: &PageState) -> Piggyback {
+    fn piggyback(&self, p: PageId, st: &PageState) -> Piggyback {
         Piggyback {
             sharers: self.dir.sharers(&self.net, p, st),
             home_writing: st.home_writing,
@@ -525,7 +522,7 @@ impl Node {
     /// only sharer (module doc). No other node holds the page exclusively.
     fn serve_fetch(
         &self,
-        p: u32,
+        p: PageId,
         st: &mut PageGuard<'_>,
         from: usize,
         want: Want,
