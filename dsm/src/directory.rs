@@ -82,6 +82,11 @@ pub(crate) struct HomeHeld {
     inbox: Mutex<Vec<PageId>>,
 }
 
+/// A home as the directory's home word holds it: the node plus one, so that 0 is "no home".
+fn home_word(home: NodeId) -> u32 {
+    u32::from(home.0) + 1
+}
+
 fn part_bytes(nodes: usize, each: u64) -> u64 {
     (nodes as u64 * each).div_ceil(crate::net::MC_PAGE_BYTES) * crate::net::MC_PAGE_BYTES
 }
@@ -177,18 +182,18 @@ impl Directory {
 
     /// The home recorded in the replicated directory, if any (always `None` when homes are
     /// held by their pages' homes).
-    pub fn home_word(&self, net: &Net, p: PageId) -> Option<usize> {
+    pub fn home_word(&self, net: &Net, p: PageId) -> Option<NodeId> {
         match self {
             Directory::Replicated(r) => {
                 let h = net.rx(r.dir).load_u32(u64::from(p.0) * r.stride);
-                (h != 0).then(|| h as usize - 1)
+                (h != 0).then(|| NodeId::from_usize(h as usize - 1))
             }
             Directory::HomeHeld(_) => None,
         }
     }
 
     /// At `p`'s manager: returns `p`'s home, making it `claimant` if it has none.
-    pub fn assign_home(&self, net: &Net, p: PageId, claimant: usize) -> usize {
+    pub fn assign_home(&self, net: &Net, p: PageId, claimant: NodeId) -> NodeId {
         match self {
             Directory::Replicated(r) => {
                 let _g = r.assign.lock().expect("poisoned");
@@ -198,51 +203,49 @@ impl Directory {
                 let h = net.rx(r.dir).load_u32(at);
                 let h = if h != 0 { h } else { r.assigned[p.index()].load(Ordering::Relaxed) };
                 if h != 0 {
-                    return h as usize - 1;
+                    return NodeId::from_usize(h as usize - 1);
                 }
-                r.assigned[p.index()].store(claimant as u32 + 1, Ordering::Relaxed);
-                net.tx(r.dir).write_u32(at, claimant as u32 + 1);
+                r.assigned[p.index()].store(home_word(claimant), Ordering::Relaxed);
+                net.tx(r.dir).write_u32(at, home_word(claimant));
                 claimant
             }
             Directory::HomeHeld(h) => {
                 let mut homes = h.homes.lock().expect("poisoned");
-                homes[p.index()]
-                    .get_or_insert(NodeId::from_usize(claimant))
-                    .index()
+                *homes[p.index()].get_or_insert(claimant)
             }
         }
     }
 
     /// Records a home read from a homes file (every node does the same).
-    pub fn preset_home(&self, net: &Net, p: PageId, home: usize) {
+    pub fn preset_home(&self, net: &Net, p: PageId, home: NodeId) {
         match self {
             Directory::Replicated(r) => net
                 .rx(r.dir)
                 .atomic_u32(u64::from(p.0) * r.stride)
-                .store(home as u32 + 1, Ordering::Release),
+                .store(home_word(home), Ordering::Release),
             Directory::HomeHeld(h) => {
-                h.homes.lock().expect("poisoned")[p.index()] = Some(NodeId::from_usize(home));
+                h.homes.lock().expect("poisoned")[p.index()] = Some(home);
             }
         }
     }
 
     /// The home that gave `p` away publishes its successor (replicated directory only;
     /// under the home-held one the old home redirects instead).
-    pub fn publish_home(&self, net: &Net, p: PageId, home: usize) {
+    pub fn publish_home(&self, net: &Net, p: PageId, home: NodeId) {
         if let Directory::Replicated(r) = self {
             net.tx(r.dir)
-                .write_u32(u64::from(p.0) * r.stride, home as u32 + 1);
+                .write_u32(u64::from(p.0) * r.stride, home_word(home));
         }
     }
 
     /// Node `me` now shares `p`. Under the home-held directory only the home records
     /// sharers (a fetch joins there), so a non-home join changes nothing.
-    pub fn join(&self, net: &Net, me: usize, p: PageId, st: &mut PageState) {
+    pub fn join(&self, net: &Net, me: NodeId, p: PageId, st: &mut PageState) {
         match self {
             Directory::Replicated(r) => r.update_own(net, p, me, |w| w | SHARED),
             Directory::HomeHeld(_) => {
                 if st.at_home(me) {
-                    st.sharers.insert(NodeId::from_usize(me));
+                    st.sharers.insert(me);
                 }
             }
         }
@@ -250,7 +253,7 @@ impl Directory {
 
     /// Replicated directory: node `me` dropped its copy of `p`. (Home-held: the engine
     /// sends a drop message to the home.)
-    pub fn leave(&self, net: &Net, me: usize, p: PageId) {
+    pub fn leave(&self, net: &Net, me: NodeId, p: PageId) {
         if let Directory::Replicated(r) = self {
             r.update_own(net, p, me, |_| 0);
         }
@@ -258,7 +261,7 @@ impl Directory {
 
     /// The home `me` starts (or stops) writing `p`: sets its `WRITING` bit where home
     /// migration reads it.
-    pub fn set_home_writing(&self, net: &Net, me: usize, p: PageId, writing: bool) {
+    pub fn set_home_writing(&self, net: &Net, me: NodeId, p: PageId, writing: bool) {
         if let Directory::Replicated(r) = self {
             if !r.track_writing {
                 return;
@@ -269,7 +272,7 @@ impl Directory {
 
     /// Replicated directory: whether `home`'s word says it is writing `p`. (Home-held: the
     /// engine reads its cached entry.)
-    pub fn home_writing(&self, net: &Net, p: PageId, home: usize) -> bool {
+    pub fn home_writing(&self, net: &Net, p: PageId, home: NodeId) -> bool {
         match self {
             Directory::Replicated(r) => net.rx(r.dir).load_u32(r.word(p, home)) & WRITING != 0,
             Directory::HomeHeld(_) => false,
@@ -288,18 +291,18 @@ impl Directory {
     /// Replicated directory: whether `me` is the only node whose word says it shares `p`
     /// (a hint: the home decides, under its page lock). Home-held: `false`, as no node
     /// but the home knows the sharing set.
-    pub fn sole_sharer(&self, net: &Net, p: PageId, me: usize) -> bool {
+    pub fn sole_sharer(&self, net: &Net, p: PageId, me: NodeId) -> bool {
         match self {
-            Directory::Replicated(r) => r.sharers(net, p) == NodeSet::only(NodeId::from_usize(me)),
+            Directory::Replicated(r) => r.sharers(net, p) == NodeSet::only(me),
             Directory::HomeHeld(_) => false,
         }
     }
 
     /// Replicated directory: remote-writes notices for `pages` from `me` into `to`'s ring.
     /// Returns false if the ring overflowed (the receiver will then invalidate everything).
-    pub fn send_notices(&self, net: &Net, me: usize, to: usize, pages: &[PageId]) -> bool {
+    pub fn send_notices(&self, net: &Net, me: NodeId, to: NodeId, pages: &[PageId]) -> bool {
         match self {
-            Directory::Replicated(r) => r.send_notices(net, me, to, pages),
+            Directory::Replicated(r) => r.send_notices(net, me.index(), to.index(), pages),
             Directory::HomeHeld(_) => unreachable!("home-held notices are messages"),
         }
     }
@@ -312,9 +315,9 @@ impl Directory {
     }
 
     /// The pages noticed since the last call, or `true` if everything must go.
-    pub fn take_notices(&self, net: &Net, me: usize) -> (Vec<PageId>, bool) {
+    pub fn take_notices(&self, net: &Net, me: NodeId) -> (Vec<PageId>, bool) {
         match self {
-            Directory::Replicated(r) => r.take_notices(net, me),
+            Directory::Replicated(r) => r.take_notices(net, me.index()),
             Directory::HomeHeld(h) => (
                 std::mem::take(&mut *h.inbox.lock().expect("poisoned")),
                 false,
@@ -324,22 +327,22 @@ impl Directory {
 }
 
 impl Replicated {
-    fn word(&self, p: PageId, node: usize) -> u64 {
-        u64::from(p.0) * self.stride + 4 * (1 + node as u64)
+    fn word(&self, p: PageId, node: NodeId) -> u64 {
+        u64::from(p.0) * self.stride + 4 * (1 + u64::from(node.0))
     }
 
     /// The nodes whose word in this replica says they share `p`.
     fn sharers(&self, net: &Net, p: PageId) -> NodeSet {
         let rx = net.rx(self.dir);
         (0..self.nodes)
-            .filter(|&n| rx.load_u32(self.word(p, n)) & SHARED != 0)
             .map(NodeId::from_usize)
+            .filter(|&n| rx.load_u32(self.word(p, n)) & SHARED != 0)
             .collect()
     }
 
     /// Changes our own word of `p` by `f` (from our copy of it, see `own`) and broadcasts
     /// it if it changed. Only the node itself writes its word.
-    fn update_own(&self, net: &Net, p: PageId, me: usize, f: impl FnOnce(u32) -> u32) {
+    fn update_own(&self, net: &Net, p: PageId, me: NodeId, f: impl FnOnce(u32) -> u32) {
         let own = &self.own[p.index()];
         let old = own.load(Ordering::Relaxed);
         let new = f(old);

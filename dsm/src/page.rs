@@ -128,8 +128,8 @@ impl PageState {
     }
 
     /// True if `me` is the page's home.
-    pub fn at_home(&self, me: usize) -> bool {
-        self.home.is_some_and(|h| h.index() == me)
+    pub fn at_home(&self, me: NodeId) -> bool {
+        self.home == Some(me)
     }
 
     /// The page's home, where the caller relies on its being known (the page has been
@@ -138,14 +138,13 @@ impl PageState {
     /// # Panics
     ///
     /// If this node does not know the home: the caller is broken.
-    pub fn home_node(&self) -> usize {
+    pub fn home_node(&self) -> NodeId {
         self.home
             .unwrap_or_else(|| panic!("the page's home is not known here: {self:?}"))
-            .index()
     }
 
     /// Asserts the invariants of the module doc.
-    pub fn check(&self, me: usize) {
+    pub fn check(&self, me: NodeId) {
         if self.at_home(me) {
             assert!(self.twin.is_none(), "a home page has a twin: {self:?}");
             if self.exclusive {
@@ -161,7 +160,7 @@ impl PageState {
             );
             if let Some(holder) = self.excl_at {
                 assert!(
-                    holder.index() != me
+                    holder != me
                         && self.access == Access::Invalid
                         && !self.exclusive
                         && !self.dirty,
@@ -237,7 +236,7 @@ pub(crate) enum Hint {
     /// This node is waiting for a migration of the page to itself.
     Pending,
     /// Another node is the home, as far as this node knows.
-    Elsewhere(usize),
+    Elsewhere(NodeId),
     /// No home known.
     Unknown,
 }
@@ -299,29 +298,29 @@ impl PageTable {
     }
 
     /// The home hint of `p`, read without its lock.
-    pub fn hint(&self, p: PageId, me: usize) -> Hint {
+    pub fn hint(&self, p: PageId, me: NodeId) -> Hint {
         let h = self.hints[p.index()].load(Ordering::Acquire);
         if h & PENDING != 0 {
             Hint::Pending
         } else if h as u16 == NO_HOME {
             Hint::Unknown
-        } else if h as usize == me {
+        } else if h == u32::from(me.0) {
             Hint::Home
         } else {
-            Hint::Elsewhere(h as usize)
+            Hint::Elsewhere(NodeId::from_usize(h as usize))
         }
     }
 
     /// The known home of `p` (`None` if unknown), without its lock.
-    pub fn known_home(&self, p: PageId) -> Option<usize> {
+    pub fn known_home(&self, p: PageId) -> Option<NodeId> {
         let h = self.hints[p.index()].load(Ordering::Acquire) as u16;
-        (h != NO_HOME).then_some(h as usize)
+        (h != NO_HOME).then_some(NodeId(h))
     }
 
     /// Records `home` as `p`'s home in the page state and its hint, clearing a pending
     /// migration mark in the same store. The caller holds the page lock (`st` is its
     /// guard's state).
-    pub fn set_home(&self, p: PageId, st: &mut PageState, home: usize) {
+    pub fn set_home(&self, p: PageId, st: &mut PageState, home: NodeId) {
         trace(|| {
             format!(
                 "set_home {p} : {:?} -> {home} (hint {:#x}) at {:?}",
@@ -330,16 +329,16 @@ impl PageTable {
                 std::thread::current().name()
             )
         });
-        if st.home.is_some_and(|h| h.index() != home) {
+        if st.home.is_some_and(|h| h != home) {
             st.home_epoch += 1;
         }
-        st.home = Some(NodeId::from_usize(home));
-        self.hints[p.index()].store(home as u32, Ordering::Release);
+        st.home = Some(home);
+        self.hints[p.index()].store(u32::from(home.0), Ordering::Release);
     }
 
     /// First touch: `p`'s home is `home`, learned without the page lock. Only moves the hint
     /// from "unknown"; returns the home the hint holds afterwards.
-    pub fn learn_first_home(&self, p: PageId, home: usize) -> usize {
+    pub fn learn_first_home(&self, p: PageId, home: NodeId) -> NodeId {
         trace(|| {
             format!(
                 "learn_first {p} : {home} (hint {:#x}) at {:?}",
@@ -349,12 +348,12 @@ impl PageTable {
         });
         match self.hints[p.index()].compare_exchange(
             NO_HOME as u32,
-            home as u32,
+            u32::from(home.0),
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
             Ok(_) => home,
-            Err(h) => (h & !PENDING) as u16 as usize,
+            Err(h) => NodeId((h & !PENDING) as u16),
         }
     }
 

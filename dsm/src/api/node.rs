@@ -130,7 +130,7 @@ where
     if let Some(homes) = homes {
         for &(p, h) in homes {
             if (p as usize) < node.npages {
-                node.preset_home(crate::ids::PageId(p), h as usize);
+                node.preset_home(crate::ids::PageId(p), crate::ids::NodeId::from_usize(h as usize));
             }
         }
     }

@@ -21,7 +21,7 @@
 //! * A release at the home starts a new synchronization interval for the heuristics.
 
 use super::Node;
-use crate::ids::{NodeSet, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::NodeCounters;
 
@@ -48,11 +48,11 @@ impl Node {
 
     /// Before fetching `p` from `home`: takes a valid broadcast copy if there is one. The
     /// caller holds the page lock and has joined `p`'s sharing set.
-    pub(super) fn broadcast_lookup(&self, p: PageId, home: usize, st: &PageState) -> bool {
+    pub(super) fn broadcast_lookup(&self, p: PageId, home: NodeId, st: &PageState) -> bool {
         let Some(b) = &self.regions.broadcast else {
             return false;
         };
-        if !b.holds(&self.net, home, p.0) {
+        if !b.holds(&self.net, home.index(), p.0) {
             return false;
         }
         // Join before snapshot (`crate::broadcast`, "The reader's join"): the snapshot in
@@ -67,7 +67,7 @@ impl Node {
             self.id
         );
         let mut buf = vec![0u8; self.page_bytes];
-        if !b.lookup(&self.net, home, p.0, &mut buf) {
+        if !b.lookup(&self.net, home.index(), p.0, &mut buf) {
             return false;
         }
         self.install_page(p, &buf);

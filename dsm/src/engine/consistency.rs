@@ -27,7 +27,7 @@ impl Node {
             if !st.dirty {
                 continue;
             }
-            let (sharers, home) = if st.at_home(self.id) {
+            let (sharers, home) = if st.at_home(self.me()) {
                 self.home_stops_writing(p, &mut st);
                 let sharers = self.dir.sharers(&self.net, p, &st);
                 (self.broadcast_notice_targets(p, sharers), self.me())
@@ -37,9 +37,9 @@ impl Node {
                 st.dirty = false;
                 let twin = st.twin.take().expect("dirty non-home page without twin");
                 let sharers = self.send_diff(p, &mut st, &twin);
-                (sharers, NodeId::from_usize(st.home_node()))
+                (sharers, st.home_node())
             };
-            st.check(self.id);
+            st.check(self.me());
             drop(st);
             noticed.push((p, sharers.without(home)));
         }
@@ -56,11 +56,11 @@ impl Node {
                 per_node[n.index()].push(p);
             }
         }
-        let targets: Vec<(usize, &[PageId])> = per_node
+        let targets: Vec<(NodeId, &[PageId])> = per_node
             .iter()
             .enumerate()
             .filter(|(_, pages)| !pages.is_empty())
-            .map(|(n, pages)| (n, pages.as_slice()))
+            .map(|(n, pages)| (NodeId::from_usize(n), pages.as_slice()))
             .collect();
         for &(_, pages) in &targets {
             self.counters
@@ -85,7 +85,7 @@ impl Node {
         // One acquire at a time per node: notices are taken node-wide, so a second acquirer
         // must not return before the first has invalidated what it took.
         let _one = self.serialize(&self.acquiring, "acquire");
-        let (pages, all) = self.dir.take_notices(&self.net, self.id);
+        let (pages, all) = self.dir.take_notices(&self.net, self.me());
         if all {
             for p in (0..self.npages as u32).map(PageId) {
                 self.invalidate(p);
@@ -98,11 +98,11 @@ impl Node {
     }
 
     pub(super) fn invalidate(&self, p: PageId) {
-        if self.pages.known_home(p) == Some(self.id) {
+        if self.pages.known_home(p) == Some(self.me()) {
             return; // the home keeps the master copy (checked again under the lock)
         }
         let mut st = self.lock_page(p);
-        if st.access == Access::Invalid || st.at_home(self.id) {
+        if st.access == Access::Invalid || st.at_home(self.me()) {
             return;
         }
         if st.exclusive {
@@ -114,7 +114,7 @@ impl Node {
                 st.home_node(),
                 &Msg::Flush {
                     page: p,
-                    holder: crate::ids::NodeId::from_usize(self.id),
+                    holder: self.me(),
                     fetch: false,
                     data: &data,
                 },
@@ -136,12 +136,12 @@ impl Node {
             self.owed
                 .lock()
                 .expect("poisoned")
-                .push((p, sharers.without(NodeId::from_usize(home))));
+                .push((p, sharers.without(home)));
             NodeCounters::bump(&self.counters.flushes_before_drop);
         }
         self.protector.set(p, Access::Invalid);
         st.access = Access::Invalid;
-        st.check(self.id);
+        st.check(self.me());
         // Leave the sharing set while still holding the page lock: otherwise another
         // processor of this node could fault the page back in, and its join could reach
         // the directory before our leave, leaving the node out of the set while it holds

@@ -50,7 +50,7 @@ impl Node {
         let receiving = self.net.receives(&data, u64::from(p.0) * self.page_bytes as u64);
         assert_eq!(
             receiving,
-            st.at_home(self.id),
+            st.at_home(self.me()),
             "node {}: {p} {} remote writes to its master copy while its home is {:?}: {st:?}",
             self.id,
             if receiving {
@@ -131,11 +131,10 @@ impl Node {
                                     NodeCounters::bump(&self.counters.split_diff_redirects);
                                 }
                                 assert_ne!(
-                                    to.index(),
-                                    home,
-                                    "node {home} redirected {p} to itself"
+                                    to, home,
+                                    "{home} redirected {p} to itself"
                                 );
-                                self.pages.set_home(p, st, to.index());
+                                self.pages.set_home(p, st, to);
                             }
                             r => panic!("node {}: unexpected reply to a diff: {r:?}", self.id),
                         }

@@ -24,7 +24,7 @@ impl Node {
     /// Asks `holder` to leave exclusive mode for `p` and returns its page (empty if it
     /// wrote the page into the master copy itself, or had already flushed it). The caller
     /// is a processor holding no home page's lock.
-    pub(super) fn recall(&self, p: PageId, holder: usize) -> Vec<u8> {
+    pub(super) fn recall(&self, p: PageId, holder: NodeId) -> Vec<u8> {
         let mut out = Vec::new();
         match self.call(holder, &Msg::Recall { page: p }, &mut out) {
             Reply::Flushed { data } => data.to_vec(),
@@ -42,8 +42,8 @@ impl Node {
     /// At the home: applies `holder`'s flush of `p` (its whole page, or nothing when it
     /// wrote the page into the master copy itself) if `holder` still holds the page
     /// exclusively, and ends its hold. False if it no longer does (it flushed already).
-    pub(super) fn apply_flush(&self, p: PageId, st: &mut PageState, holder: usize, data: &[u8]) -> bool {
-        if st.excl_at.map(NodeId::index) != Some(holder) {
+    pub(super) fn apply_flush(&self, p: PageId, st: &mut PageState, holder: NodeId, data: &[u8]) -> bool {
+        if st.excl_at != Some(holder) {
             return false;
         }
         if !data.is_empty() {
@@ -56,12 +56,12 @@ impl Node {
     /// This node (not `p`'s home) leaves exclusive mode: write-protects the page and
     /// returns its contents for the master copy. The caller holds the page lock.
     pub(super) fn end_exclusive(&self, p: PageId, st: &mut PageState) -> Vec<u8> {
-        debug_assert!(st.exclusive && !st.at_home(self.id));
+        debug_assert!(st.exclusive && !st.at_home(self.me()));
         self.protector.set(p, Access::Read);
         st.access = Access::Read;
         st.exclusive = false;
         NodeCounters::bump(&self.counters.exclusive_exits);
-        st.check(self.id);
+        st.check(self.me());
         self.snapshot_page(p)
     }
 
@@ -70,7 +70,7 @@ impl Node {
     /// (for write notices) otherwise; the directory's
     /// "home is writing" bit is set either way.
     pub(super) fn home_starts_writing(&self, p: PageId, st: &mut PageGuard<'_>) {
-        self.dir.join(&self.net, self.id, p, st);
+        self.dir.join(&self.net, self.me(), p, st);
         if self.dir.sharers(&self.net, p, st).without(self.me()).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
@@ -81,7 +81,7 @@ impl Node {
             self.dirty.lock().expect("poisoned").push(p);
         }
         st.home_writing = true;
-        self.dir.set_home_writing(&self.net, self.id, p, true);
+        self.dir.set_home_writing(&self.net, self.me(), p, true);
         // The home writes the master copy in place from now on: copies broadcast before
         // (2.3.6) become invalid now, not only when it stops (an exclusive page may never
         // be released, and a page whose readers all dropped it goes exclusive).
@@ -99,6 +99,6 @@ impl Node {
         st.dirty = false;
         st.exclusive = false;
         st.home_writing = false;
-        self.dir.set_home_writing(&self.net, self.id, p, false);
+        self.dir.set_home_writing(&self.net, self.me(), p, false);
     }
 }

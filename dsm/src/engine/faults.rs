@@ -66,7 +66,7 @@ impl Node {
                 ..Want::default()
             },
         );
-        st.check(self.id);
+        st.check(self.me());
     }
 
     /// Makes an invalid page readable: at the home, just map the master copy; elsewhere,
@@ -75,8 +75,8 @@ impl Node {
     /// granted exclusive mode.
     pub(super) fn map_in(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let mut granted = false;
-        if st.at_home(self.id) {
-            self.dir.join(&self.net, self.id, p, st);
+        if st.at_home(self.me()) {
+            self.dir.join(&self.net, self.me(), p, st);
         } else {
             granted = self.fetch(p, st, want);
         }
@@ -99,7 +99,7 @@ impl Node {
     pub(super) fn lock_for_fault(&self, p: PageId) -> PageGuard<'_> {
         loop {
             let mut st = self.lock_page(p);
-            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.id)) else {
+            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.me())) else {
                 return st;
             };
             if st.recalling {
@@ -112,9 +112,8 @@ impl Node {
                     .unwrap_or_else(|e| Self::net_err(e));
                 continue;
             }
-            let holder = holder.index();
             st.recalling = true;
-            st.check(self.id);
+            st.check(self.me());
             drop(st);
             let data = self.recall(p, holder);
             let mut st = self.lock_page(p);
@@ -128,7 +127,7 @@ impl Node {
                 assert!(data.is_empty(), "node {}: {p} flushed twice", self.id);
             }
             st.recalling = false;
-            st.check(self.id);
+            st.check(self.me());
             return st;
         }
     }
@@ -141,7 +140,7 @@ impl Node {
         }
         let rehome = self.take_rehome(&mut st);
         let mut granted = false;
-        let migrate = !st.at_home(self.id) && self.may_migrate(p, &st);
+        let migrate = !st.at_home(self.me()) && self.may_migrate(p, &st);
         if migrate || rehome {
             // A write fault away from the home: ask the home to move here (2.3.5), or,
             // on this node's first touch since initialization, to move here if no node
@@ -160,7 +159,7 @@ impl Node {
             };
         } else if st.access == Access::Invalid {
             // Away from the home, ask to write the page exclusively (section 2.2).
-            let exclusive = !st.at_home(self.id) && self.may_hold_exclusive();
+            let exclusive = !st.at_home(self.me()) && self.may_hold_exclusive();
             granted = self.map_in(
                 p,
                 &mut st,
@@ -169,9 +168,9 @@ impl Node {
                     ..Want::default()
                 },
             );
-        } else if !st.at_home(self.id)
+        } else if !st.at_home(self.me())
             && self.may_hold_exclusive()
-            && self.dir.sole_sharer(&self.net, p, self.id)
+            && self.dir.sole_sharer(&self.net, p, self.me())
         {
             // A clean copy, and the replicated directory says no other node (the home
             // included) shares the page: ask for it exclusively. The grant brings the
@@ -185,7 +184,7 @@ impl Node {
                 },
             );
         }
-        if st.at_home(self.id) {
+        if st.at_home(self.me()) {
             self.home_starts_writing(p, &mut st);
         } else if granted {
             // The only sharer: no twin, no dirty-list entry, no notices until the home
@@ -197,11 +196,11 @@ impl Node {
             NodeCounters::bump(&self.counters.twins);
             st.dirty = true;
             self.dirty.lock().expect("poisoned").push(p);
-            self.dir.join(&self.net, self.id, p, &mut st);
+            self.dir.join(&self.net, self.me(), p, &mut st);
         }
         self.protector.set(p, Access::Write);
         st.access = Access::Write;
-        st.check(self.id);
+        st.check(self.me());
     }
 
     /// Fetches `p` from its home into this node's copy, following the home if it has
@@ -223,13 +222,13 @@ impl Node {
         // Replicated directory: announce ourselves before asking, so that a release at
         // the home that misses our entry happened before our fetch was served.
         if need_data {
-            self.dir.join(&self.net, self.id, p, st);
+            self.dir.join(&self.net, self.me(), p, st);
         }
         let mut out = Vec::with_capacity(self.page_bytes + 64);
         // The holder and page of a recall we owe the home (it waits for our flush).
-        let mut flush: Option<(usize, Vec<u8>)> = None;
+        let mut flush: Option<(NodeId, Vec<u8>)> = None;
         loop {
-            let Some(home) = st.home.map(NodeId::index).filter(|&h| h != self.id) else {
+            let Some(home) = st.home.filter(|&h| h != self.me()) else {
                 panic!("node {}: fetching {p} with home {:?}", self.id, st.home);
             };
             if need_data
@@ -246,7 +245,7 @@ impl Node {
             let msg = match &flush {
                 Some((holder, data)) => Msg::Flush {
                     page: p,
-                    holder: crate::ids::NodeId::from_usize(*holder),
+                    holder: *holder,
                     fetch: true,
                     data,
                 },
@@ -307,12 +306,12 @@ impl Node {
                 }
                 Reply::Holder { holder } => {
                     assert!(
-                        !migrate && flush.is_none() && holder.index() != self.id,
+                        !migrate && flush.is_none() && holder != self.me(),
                         "node {}: {p} answered with holder {holder:?} (migrate {migrate})",
                         self.id
                     );
-                    let data = self.recall(p, holder.index());
-                    flush = Some((holder.index(), data));
+                    let data = self.recall(p, holder);
+                    flush = Some((holder, data));
                     continue;
                 }
                 Reply::Refused { meta } => {
@@ -327,10 +326,9 @@ impl Node {
                 }
                 Reply::Moved { home: to } => {
                     NodeCounters::bump(&self.counters.redirects);
-                    let to = to.index();
-                    assert_ne!(to, home, "node {home} redirected {p} to itself");
+                    assert_ne!(to, home, "{home} redirected {p} to itself");
                     self.pages.set_home(p, st, to);
-                    if to == self.id {
+                    if to == self.me() {
                         // The home moved here meanwhile: only our own request can do
                         // that, and we hold the lock, so this is a protocol error.
                         for l in crate::page::TRACE
@@ -342,7 +340,7 @@ impl Node {
                             eprintln!("{l}");
                         }
                         panic!(
-                            "node {}: {p} redirected to this node by node {home} (migrate: {migrate}, state {:?})",
+                            "node {}: {p} redirected to this node by {home} (migrate: {migrate}, state {:?})",
                             self.id, **st
                         );
                     }
@@ -359,7 +357,7 @@ impl Node {
     /// hint names it home, and the old home detached its own before it answered.
     pub(super) fn become_home(&self, p: PageId, st: &mut PageGuard<'_>, sharers: NodeSet) {
         self.data_attach(p, true);
-        self.pages.set_home(p, st, self.id);
+        self.pages.set_home(p, st, self.me());
         st.sharers = sharers.with(self.me());
         st.home_writing = false;
         if st.access == Access::Write {
@@ -369,6 +367,6 @@ impl Node {
             self.protector.set(p, Access::Read);
             st.access = Access::Read;
         }
-        self.dir.join(&self.net, self.id, p, st);
+        self.dir.join(&self.net, self.me(), p, st);
     }
 }

@@ -12,7 +12,7 @@
 
 use super::Node;
 use crate::config::MetadataStrategy;
-use crate::ids::{NodeSet, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::{Clock, NodeCounters};
 use crate::wire::{kind, Msg};
@@ -20,11 +20,11 @@ use crate::wire::{kind, Msg};
 impl Node {
     /// Sends a release's write notices: `targets` pairs each node with the pages it is
     /// told of.
-    pub(super) fn deliver_notices(&self, targets: &[(usize, &[PageId])]) {
+    pub(super) fn deliver_notices(&self, targets: &[(NodeId, &[PageId])]) {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => {
                 for &(n, pages) in targets {
-                    if !self.dir.send_notices(&self.net, self.id, n, pages) {
+                    if !self.dir.send_notices(&self.net, self.me(), n, pages) {
                         NodeCounters::bump(&self.counters.notice_overflows);
                     }
                 }
@@ -55,7 +55,7 @@ impl Node {
     /// This node dropped its copy of `p`: leave the sharing set.
     pub(super) fn leave(&self, p: PageId, st: &PageState) {
         match self.protocol.metadata {
-            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.id, p),
+            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.me(), p),
             // One-way: the ring is FIFO, so a later fetch from us arrives after it. If the
             // home has moved meanwhile, the old home drops the message: the new home's set
             // then still names us, which costs a needless notice, never a missed one.
@@ -69,7 +69,7 @@ impl Node {
     /// the release completes. Notices to different nodes overlap (section 3.1): each round
     /// sends one message to every node that still has notices, then waits for all their
     /// acknowledgements.
-    pub(super) fn send_notice_messages(&self, targets: &[(usize, &[PageId])]) {
+    pub(super) fn send_notice_messages(&self, targets: &[(NodeId, &[PageId])]) {
         let per_message = (crate::net::MAX_MESSAGE_BYTES - 16) / 4;
         let rounds = targets
             .iter()
@@ -86,14 +86,14 @@ impl Node {
                     let list = crate::wire::PageList::encode_from(chunk.iter().copied(), &mut buf);
                     let mut payload = Vec::new();
                     crate::wire::Msg::Notice { pages: list }.encode(&mut payload);
-                    Some((to, payload))
+                    Some((to.index(), payload))
                 })
                 .collect();
             let batch: Vec<(usize, &[u8])> =
                 payloads.iter().map(|(to, p)| (*to, p.as_slice())).collect();
             self.check_not_finished(kind::NOTICE);
-            super::rules::check_may_wait_on_network(self.id, |q| {
-                self.pages.known_home(q) == Some(self.id)
+            super::rules::check_may_wait_on_network(self.me(), |q| {
+                self.pages.known_home(q) == Some(self.me())
             });
             Clock::message(|| {
                 self.net

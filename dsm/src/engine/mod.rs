@@ -365,7 +365,7 @@ impl Node {
     }
 
     fn refresh_home(&self, p: PageId, st: &mut PageState) {
-        if st.at_home(self.id) {
+        if st.at_home(self.me()) {
             return; // the home is the authority on its own pages
         }
         let known = match self.dir.home_word(&self.net, p) {
@@ -373,7 +373,7 @@ impl Node {
             None => self.pages.known_home(p),
         };
         if let Some(h) = known {
-            if st.home.map(NodeId::index) != Some(h) && (h != self.id || st.home.is_none()) {
+            if st.home != Some(h) && (h != self.me() || st.home.is_none()) {
                 if st.home.is_none() {
                     // First touch, won by this node (or another) meanwhile.
                     self.learn_first_home(p, h);
@@ -439,7 +439,7 @@ impl Node {
     }
 
     /// Sends `msg` to `to` and waits for the reply, which is decoded from `out`'s bytes.
-    fn call<'o>(&self, to: usize, msg: &Msg<'_>, out: &'o mut Vec<u8>) -> Reply<'o> {
+    fn call<'o>(&self, to: NodeId, msg: &Msg<'_>, out: &'o mut Vec<u8>) -> Reply<'o> {
         let mut payload = Vec::new();
         msg.encode(&mut payload);
         self.call_encoded(to, msg.kind(), &payload, out)
@@ -448,28 +448,28 @@ impl Node {
     /// Like [`Node::call`], for a message already encoded (a diff from `DiffWriter`).
     fn call_encoded<'o>(
         &self,
-        to: usize,
+        to: NodeId,
         kind: u16,
         payload: &[u8],
         out: &'o mut Vec<u8>,
     ) -> Reply<'o> {
-        Clock::message(|| self.request(to, kind, payload, out))
+        Clock::message(|| self.request(to.index(), kind, payload, out))
             .unwrap_or_else(|e| Self::net_err(e));
         Reply::decode(out).unwrap_or_else(|e| {
             panic!(
-                "node {}: malformed reply from node {to} to a message of kind {kind}: {e}",
+                "node {}: malformed reply from {to} to a message of kind {kind}: {e}",
                 self.id
             )
         })
     }
 
     /// Sends a one-way message.
-    fn post(&self, to: usize, msg: &Msg<'_>) {
+    fn post(&self, to: NodeId, msg: &Msg<'_>) {
         let mut payload = Vec::new();
         msg.encode(&mut payload);
         self.check_not_finished(msg.kind());
         self.net
-            .send_via(&self.seam(), to, msg.kind(), my_slot(self), 0, &payload)
+            .send_via(&self.seam(), to.index(), msg.kind(), my_slot(self), 0, &payload)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
@@ -482,8 +482,8 @@ impl Node {
         NodeId::from_usize(self.id)
     }
 
-    pub fn manager_of(&self, p: PageId) -> usize {
-        p.index() % self.nodes
+    pub fn manager_of(&self, p: PageId) -> NodeId {
+        NodeId::from_usize(p.index() % self.nodes)
     }
 
     /// The home of `p` as far as this node knows, assigning it by first touch (through
@@ -495,7 +495,7 @@ impl Node {
     /// starts receiving the page's master copy only once it learns that it won, from the
     /// manager's answer, the replicated home word, or a request that names it home
     /// (`service.rs`, `lock_as_home`), whichever comes first.
-    fn learn_home(&self, p: PageId) -> usize {
+    fn learn_home(&self, p: PageId) -> NodeId {
         if let Some(h) = self.dir.home_word(&self.net, p) {
             return self.learn_first_home(p, h);
         }
@@ -503,8 +503,8 @@ impl Node {
             return h;
         }
         crate::testing::claiming(self.id, p.0);
-        let home = if self.manager_of(p) == self.id {
-            self.dir.assign_home(&self.net, p, self.id)
+        let home = if self.manager_of(p) == self.me() {
+            self.dir.assign_home(&self.net, p, self.me())
         } else {
             let mut out = Vec::new();
             match self.call(
@@ -512,7 +512,7 @@ impl Node {
                 &Msg::HomeQuery { page: p },
                 &mut out,
             ) {
-                Reply::Home { home } => home.index(),
+                Reply::Home { home } => home,
                 r => panic!("node {}: unexpected reply to a home query: {r:?}", self.id),
             }
         };
@@ -528,21 +528,21 @@ impl Node {
     /// hint or the page's state names this node. A hint that names a home already wins:
     /// a stale record naming this node (its own broadcast of a home it gave away, not yet
     /// back in its replica, `home.rs`) attaches nothing.
-    fn learn_first_home(&self, p: PageId, home: usize) -> usize {
-        if home == self.id && self.pages.known_home(p).is_none() {
+    fn learn_first_home(&self, p: PageId, home: NodeId) -> NodeId {
+        if home == self.me() && self.pages.known_home(p).is_none() {
             self.data_attach(p, true);
         }
         self.pages.learn_first_home(p, home)
     }
 
     /// Installs a home assignment read from a file (same on every node).
-    pub fn preset_home(&self, p: PageId, home: usize) {
+    pub fn preset_home(&self, p: PageId, home: NodeId) {
         // Before the start-up barrier: no other thread of this node runs yet.
         let mut st = self.pages.try_lock(p).expect("page locked during set-up");
         self.homes_fixed.store(true, Ordering::Relaxed);
         self.pages.set_home(p, &mut st, home);
         self.dir.preset_home(&self.net, p, home);
-        if home == self.id {
+        if home == self.me() {
             self.data_attach(p, true);
         }
     }
@@ -550,7 +550,7 @@ impl Node {
     /// The pages this node is home of, for a homes file that replays them.
     pub fn own_homes(&self) -> Vec<u32> {
         (0..self.npages as u32)
-            .filter(|&p| self.pages.known_home(PageId(p)) == Some(self.id))
+            .filter(|&p| self.pages.known_home(PageId(p)) == Some(self.me()))
             .collect()
     }
 
@@ -597,7 +597,7 @@ impl Node {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         self.check_not_finished(k);
-        rules::check_may_wait_on_network(self.id, |p| self.pages.known_home(p) == Some(self.id));
+        rules::check_may_wait_on_network(self.me(), |p| self.pages.known_home(p) == Some(self.me()));
         self.net
             .request_via(&self.seam(), to, k, my_slot(self), payload, out)
     }

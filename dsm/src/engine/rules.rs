@@ -11,7 +11,7 @@
 //!
 //! Each thread keeps the pages whose locks it holds and whether it is inside a handler.
 
-use crate::ids::PageId;
+use crate::ids::{NodeId, PageId};
 use std::cell::{Cell, RefCell};
 
 thread_local! {
@@ -62,16 +62,16 @@ pub(super) fn in_handler<T>(f: impl FnOnce() -> T) -> T {
 
 /// Checks, before a request, that the calling thread may wait on the network: it is not in
 /// a handler, and holds no lock of a page `is_home` says this node is the home of.
-pub(super) fn check_may_wait_on_network(me: usize, is_home: impl Fn(PageId) -> bool) {
+pub(super) fn check_may_wait_on_network(me: NodeId, is_home: impl Fn(PageId) -> bool) {
     assert!(
         IN_HANDLER.with(Cell::get) == 0,
-        "node {me}: a message handler sent a request"
+        "{me}: a message handler sent a request"
     );
     HELD.with(|h| {
         for &p in h.borrow().iter() {
             assert!(
                 !is_home(p),
-                "node {me}: a processor waits on the network holding the lock of {p}, which this node is the home of"
+                "{me}: a processor waits on the network holding the lock of {p}, which this node is the home of"
             );
         }
     });
@@ -84,20 +84,20 @@ mod tests {
     #[test]
     #[should_panic(expected = "a message handler sent a request")]
     fn a_handler_may_not_send_a_request() {
-        in_handler(|| check_may_wait_on_network(0, |_| false));
+        in_handler(|| check_may_wait_on_network(NodeId(0), |_| false));
     }
 
     #[test]
     #[should_panic(expected = "which this node is the home of")]
     fn a_processor_may_not_wait_holding_a_home_page() {
         locked(PageId(7), true);
-        check_may_wait_on_network(0, |p| p == PageId(7));
+        check_may_wait_on_network(NodeId(0), |p| p == PageId(7));
     }
 
     #[test]
     fn a_processor_may_wait_holding_a_page_homed_elsewhere() {
         locked(PageId(7), true);
-        check_may_wait_on_network(0, |p| p == PageId(8));
+        check_may_wait_on_network(NodeId(0), |p| p == PageId(8));
         unlocked(PageId(7));
         HELD.with(|h| assert!(h.borrow().is_empty()));
     }

@@ -81,7 +81,7 @@ struct Deferred {
     page: PageId,
     /// The ordering class of the message (see [`order_key`]).
     key: u64,
-    from: usize,
+    from: NodeId,
     kind: u16,
     slot: u16,
     token: u32,
@@ -237,7 +237,13 @@ impl Node {
             }
             if queued
                 || matches!(
-                    self.handle_bytes(m.from, m.kind, m.slot, m.token, m.payload),
+                    self.handle_bytes(
+                        NodeId::from_usize(m.from),
+                        m.kind,
+                        m.slot,
+                        m.token,
+                        m.payload
+                    ),
                     Outcome::Defer
                 )
             {
@@ -245,7 +251,7 @@ impl Node {
                 queue.push_back(Deferred {
                     page: page.expect("only page messages are deferred"),
                     key: key.expect("only page messages are deferred"),
-                    from: m.from,
+                    from: NodeId::from_usize(m.from),
                     kind: m.kind,
                     slot: m.slot,
                     token: m.token,
@@ -256,36 +262,34 @@ impl Node {
         handled
     }
 
-    fn reply(&self, from: usize, slot: u16, token: u32, reply: &Reply<'_>) {
+    fn reply(&self, from: NodeId, slot: u16, token: u32, reply: &Reply<'_>) {
         let mut out = Vec::new();
         reply.encode(&mut out);
         self.net
-            .reply(from, slot, token, &out)
+            .reply(from.index(), slot, token, &out)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
-    fn handle_bytes(&self, from: usize, k: u16, slot: u16, token: u32, payload: &[u8]) -> Outcome {
+    fn handle_bytes(&self, from: NodeId, k: u16, slot: u16, token: u32, payload: &[u8]) -> Outcome {
         super::rules::in_handler(|| self.handle_message(from, k, slot, token, payload))
     }
 
     fn handle_message(
         &self,
-        from: usize,
+        from: NodeId,
         k: u16,
         slot: u16,
         token: u32,
         payload: &[u8],
     ) -> Outcome {
         let msg = Msg::decode(k, payload).unwrap_or_else(|e| {
-            panic!("node {}: malformed message from node {from}: {e}", self.id)
+            panic!("node {}: malformed message from {from}: {e}", self.id)
         });
         let answer = |r: &Reply<'_>| self.reply(from, slot, token, r);
         match msg {
             Msg::HomeQuery { page } => {
                 let home = self.dir.assign_home(&self.net, page, from);
-                answer(&Reply::Home {
-                    home: NodeId::from_usize(home),
-                });
+                answer(&Reply::Home { home });
                 Outcome::Done
             }
             Msg::Fetch {
@@ -306,13 +310,12 @@ impl Node {
                             return Outcome::Defer;
                         }
                         assert_ne!(
-                            holder.index(),
-                            from,
+                            holder, from,
                             "node {}: {page} fetched by its exclusive holder",
                             self.id
                         );
                         st.recalling = true;
-                        st.check(self.id);
+                        st.check(self.me());
                         answer(&Reply::Holder { holder });
                         return Outcome::Done;
                     }
@@ -336,14 +339,14 @@ impl Node {
                         // exclusive mode: its diff follows the flush.
                         assert!(
                             st.recalling,
-                            "node {}: a diff of {page} from node {from} while node {} holds it exclusively",
+                            "node {}: a diff of {page} from {from} while {} holds it exclusively",
                             self.id, holder
                         );
                         st.defer();
                         return Outcome::Defer;
                     }
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
-                        panic!("node {}: bad diff from node {from}: {e}", self.id)
+                        panic!("node {}: bad diff from {from}: {e}", self.id)
                     });
                     self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
                     answer(&Reply::DiffAck {
@@ -359,7 +362,7 @@ impl Node {
                     return Outcome::Defer;
                 };
                 if let Some(mut st) = st.take() {
-                    st.sharers.remove(NodeId::from_usize(from));
+                    st.sharers.remove(from);
                 }
                 Outcome::Done
             }
@@ -398,7 +401,7 @@ impl Node {
             } => {
                 let Some(mut st) = self.lock_as_home(page, |h| {
                     panic!(
-                        "node {}: a flush of {page} from node {from}, whose home is node {h:?}",
+                        "node {}: a flush of {page} from {from}, whose home is {h}",
                         self.id
                     )
                 }) else {
@@ -408,17 +411,16 @@ impl Node {
                     return Outcome::Done;
                 };
                 let p = page;
-                let holder = holder.index();
                 assert_eq!(
                     fetch,
                     from != holder,
-                    "node {}: flush of {p} from node {from}",
+                    "node {}: flush of {p} from {from}",
                     self.id
                 );
                 if !self.apply_flush(p, &mut st, holder, data) {
                     assert!(
                         fetch && data.is_empty(),
-                        "node {}: a flush of {p} held by node {holder}, recorded at {:?}",
+                        "node {}: a flush of {p} held by {holder}, recorded at {:?}",
                         self.id,
                         st.excl_at
                     );
@@ -433,7 +435,7 @@ impl Node {
                     st.recalling = false;
                     self.serve_fetch(p, &mut st, from, Want::default(), &answer);
                 } else {
-                    st.check(self.id);
+                    st.check(self.me());
                     answer(&Reply::Ack);
                 }
                 Outcome::Done
@@ -441,7 +443,7 @@ impl Node {
             Msg::Notice { pages } => {
                 self.dir.receive_notices(pages.iter());
                 self.net
-                    .acknowledge(from, slot, token)
+                    .acknowledge(from.index(), slot, token)
                     .unwrap_or_else(|e| Self::net_err(e));
                 Outcome::Done
             }
@@ -465,21 +467,21 @@ impl Node {
         p: PageId,
         elsewhere: impl FnOnce(NodeId),
     ) -> Option<Option<PageGuard<'_>>> {
-        match self.pages.hint(p, self.id) {
+        match self.pages.hint(p, self.me()) {
             Hint::Pending => {
                 // The processor migrating the page here holds its lock until the answer,
                 // and its release clears the mark (`set_home` or `set_pending`): marked
                 // wanted, that release retries the message; the look after the mark sees
                 // a migration that ended before it.
                 self.pages.want(p);
-                if matches!(self.pages.hint(p, self.id), Hint::Pending) {
+                if matches!(self.pages.hint(p, self.me()), Hint::Pending) {
                     None
                 } else {
                     self.lock_as_home(p, elsewhere)
                 }
             }
             Hint::Elsewhere(h) => {
-                elsewhere(NodeId::from_usize(h));
+                elsewhere(h);
                 Some(None)
             }
             Hint::Home | Hint::Unknown => {
@@ -487,15 +489,16 @@ impl Node {
                 if st.home.is_none() {
                     // The manager may have told the requester that we are home before its
                     // reply to our own claim reached us: the request itself proves it.
-                    let h = self.learn_first_home(p, self.id);
+                    let h = self.learn_first_home(p, self.me());
                     assert_eq!(
-                        h, self.id,
-                        "{p} asked of node {} but its home is node {h}",
+                        h,
+                        self.me(),
+                        "{p} asked of node {} but its home is {h}",
                         self.id
                     );
-                    self.pages.set_home(p, &mut st, self.id);
+                    self.pages.set_home(p, &mut st, self.me());
                 }
-                if !st.at_home(self.id) {
+                if !st.at_home(self.me()) {
                     elsewhere(
                         st.home
                             .expect("a page whose home is not here has a known home"),
@@ -524,7 +527,7 @@ impl Node {
         &self,
         p: PageId,
         st: &mut PageGuard<'_>,
-        from: usize,
+        from: NodeId,
         want: Want,
         answer: &dyn Fn(&Reply<'_>),
     ) {
@@ -546,7 +549,7 @@ impl Node {
             self.home_stops_writing(p, st);
             NodeCounters::bump(&self.counters.exclusive_exits);
         }
-        st.sharers.insert(NodeId::from_usize(from));
+        st.sharers.insert(from);
         if migrate || rehome {
             // Home migration never moves a master copy in network space (2.3.5); the
             // first touch after initialization may, as first touch attaches one.
@@ -557,16 +560,16 @@ impl Node {
             // at the end, and none has fetched it since, so the requester is the only
             // sharer (a home-held set may still name nodes whose drops arrive late).
             let mut sharers = if rehome {
-                NodeSet::only(NodeId::from_usize(from))
+                NodeSet::only(from)
             } else {
-                self.dir.sharers(&self.net, p, st).with(NodeId::from_usize(from))
+                self.dir.sharers(&self.net, p, st).with(from)
             };
             if st.access == super::Access::Invalid {
                 sharers.remove(self.me());
                 if rehome {
                     // This node has not mapped the page since initialization: it shares
                     // it no more, and must not hold the new home out of exclusive mode.
-                    self.dir.leave(&self.net, self.id, p);
+                    self.dir.leave(&self.net, self.me(), p);
                 }
             }
             st.rehome_ask = false;
@@ -577,7 +580,7 @@ impl Node {
             self.pages.set_home(p, st, from);
             st.sharers = NodeSet::EMPTY;
             self.dir.publish_home(&self.net, p, from);
-            st.check(self.id);
+            st.check(self.me());
             answer(&Reply::Page {
                 data: &data,
                 meta: Piggyback {
@@ -593,12 +596,12 @@ impl Node {
         if exclusive
             && !st.recalling
             && st.access == super::Access::Invalid
-            && self.dir.sharers(&self.net, p, st).without(NodeId::from_usize(from)).is_empty()
+            && self.dir.sharers(&self.net, p, st).without(from).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
             // The only sharer: grant, with the master copy (never broadcast meanwhile).
-            st.excl_at = Some(NodeId::from_usize(from));
-            st.check(self.id);
+            st.excl_at = Some(from);
+            st.check(self.me());
             let data = self.snapshot_page(p);
             answer(&Reply::Page {
                 data: &data,
@@ -610,7 +613,7 @@ impl Node {
             return;
         }
         let data = self.broadcast_serve(p, st);
-        st.check(self.id);
+        st.check(self.me());
         answer(&Reply::Page {
             data: &data,
             meta: self.piggyback(p, st),
