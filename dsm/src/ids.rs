@@ -1,9 +1,11 @@
 //! Newtypes for the identifiers the protocol passes around, so a page index can never be
 //! handed where a node is expected. Their invariants are stated on each type.
 
-//! The wire codec carries pages and nodes as these types; the engine still passes them as
-//! bare `u32` and `usize` inside a node, and converts at the codec. Sharing sets are
-//! [`NodeSet`]s everywhere but in the codec's and the directory's words.
+//! The wire codec, the engine, the page table and the directory pass pages and nodes as
+//! these types, and sharing sets as [`NodeSet`]s. Bare numbers remain where a page or a
+//! node indexes an array (`index()`), in the codec's and the directory's words, and at
+//! the layers the engine calls with them (the transport, the wait seam, adaptive
+//! broadcast).
 
 use std::fmt;
 

@@ -42,7 +42,13 @@ impl Node {
     /// At the home: applies `holder`'s flush of `p` (its whole page, or nothing when it
     /// wrote the page into the master copy itself) if `holder` still holds the page
     /// exclusively, and ends its hold. False if it no longer does (it flushed already).
-    pub(super) fn apply_flush(&self, p: PageId, st: &mut PageState, holder: NodeId, data: &[u8]) -> bool {
+    pub(super) fn apply_flush(
+        &self,
+        p: PageId,
+        st: &mut PageState,
+        holder: NodeId,
+        data: &[u8],
+    ) -> bool {
         if st.excl_at != Some(holder) {
             return false;
         }

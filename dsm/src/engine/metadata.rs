@@ -36,7 +36,12 @@ impl Node {
     /// The sharing set of `p` to send write notices to after this node's diff of it
     /// reached the home: the set the home acknowledged with (`from_home`, home-held), or
     /// the replica's, read after the diff has landed (replicated).
-    pub(super) fn sharers_after_diff(&self, p: PageId, st: &PageState, from_home: NodeSet) -> NodeSet {
+    pub(super) fn sharers_after_diff(
+        &self,
+        p: PageId,
+        st: &PageState,
+        from_home: NodeSet,
+    ) -> NodeSet {
         match self.protocol.metadata {
             MetadataStrategy::HomeHeld => from_home,
             MetadataStrategy::Replicated => self.dir.sharers(&self.net, p, st),

@@ -597,7 +597,9 @@ impl Node {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         self.check_not_finished(k);
-        rules::check_may_wait_on_network(self.me(), |p| self.pages.known_home(p) == Some(self.me()));
+        rules::check_may_wait_on_network(self.me(), |p| {
+            self.pages.known_home(p) == Some(self.me())
+        });
         self.net
             .request_via(&self.seam(), to, k, my_slot(self), payload, out)
     }
