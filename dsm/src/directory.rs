@@ -30,7 +30,7 @@
 //! its grant reaches the new home, so every node that reads the word after that asks the
 //! new home (which defers requests until it has taken over).
 
-use crate::ids::NodeId;
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::net::{Backing, Net, NetError, Region};
 use crate::page::PageState;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -79,7 +79,12 @@ pub(crate) struct HomeHeld {
     /// At the manager: the first-touch home of each page it manages.
     homes: Mutex<Vec<Option<NodeId>>>,
     /// Write notices received and not yet acted on.
-    inbox: Mutex<Vec<u32>>,
+    inbox: Mutex<Vec<PageId>>,
+}
+
+/// A home as the directory's home word holds it: the node plus one, so that 0 is "no home".
+fn home_word(home: NodeId) -> u32 {
+    u32::from(home.0) + 1
 }
 
 fn part_bytes(nodes: usize, each: u64) -> u64 {
@@ -177,72 +182,70 @@ impl Directory {
 
     /// The home recorded in the replicated directory, if any (always `None` when homes are
     /// held by their pages' homes).
-    pub fn home_word(&self, net: &Net, p: u32) -> Option<usize> {
+    pub fn home_word(&self, net: &Net, p: PageId) -> Option<NodeId> {
         match self {
             Directory::Replicated(r) => {
-                let h = net.rx(r.dir).load_u32(p as u64 * r.stride);
-                (h != 0).then(|| h as usize - 1)
+                let h = net.rx(r.dir).load_u32(u64::from(p.0) * r.stride);
+                (h != 0).then(|| NodeId::from_usize(h as usize - 1))
             }
             Directory::HomeHeld(_) => None,
         }
     }
 
     /// At `p`'s manager: returns `p`'s home, making it `claimant` if it has none.
-    pub fn assign_home(&self, net: &Net, p: u32, claimant: usize) -> usize {
+    pub fn assign_home(&self, net: &Net, p: PageId, claimant: NodeId) -> NodeId {
         match self {
             Directory::Replicated(r) => {
                 let _g = r.assign.lock().expect("poisoned");
-                let at = p as u64 * r.stride;
+                let at = u64::from(p.0) * r.stride;
                 // The replica is fresher once the assignment has come back (a migration
                 // may have moved the home since); before that, our own record answers.
                 let h = net.rx(r.dir).load_u32(at);
-                let h = if h != 0 { h } else { r.assigned[p as usize].load(Ordering::Relaxed) };
+                let h = if h != 0 { h } else { r.assigned[p.index()].load(Ordering::Relaxed) };
                 if h != 0 {
-                    return h as usize - 1;
+                    return NodeId::from_usize(h as usize - 1);
                 }
-                r.assigned[p as usize].store(claimant as u32 + 1, Ordering::Relaxed);
-                net.tx(r.dir).write_u32(at, claimant as u32 + 1);
+                r.assigned[p.index()].store(home_word(claimant), Ordering::Relaxed);
+                net.tx(r.dir).write_u32(at, home_word(claimant));
                 claimant
             }
             Directory::HomeHeld(h) => {
                 let mut homes = h.homes.lock().expect("poisoned");
-                homes[p as usize]
-                    .get_or_insert(NodeId::from_usize(claimant))
-                    .index()
+                *homes[p.index()].get_or_insert(claimant)
             }
         }
     }
 
     /// Records a home read from a homes file (every node does the same).
-    pub fn preset_home(&self, net: &Net, p: u32, home: usize) {
+    pub fn preset_home(&self, net: &Net, p: PageId, home: NodeId) {
         match self {
             Directory::Replicated(r) => net
                 .rx(r.dir)
-                .atomic_u32(p as u64 * r.stride)
-                .store(home as u32 + 1, Ordering::Release),
+                .atomic_u32(u64::from(p.0) * r.stride)
+                .store(home_word(home), Ordering::Release),
             Directory::HomeHeld(h) => {
-                h.homes.lock().expect("poisoned")[p as usize] = Some(NodeId::from_usize(home));
+                h.homes.lock().expect("poisoned")[p.index()] = Some(home);
             }
         }
     }
 
     /// The home that gave `p` away publishes its successor (replicated directory only;
     /// under the home-held one the old home redirects instead).
-    pub fn publish_home(&self, net: &Net, p: u32, home: usize) {
+    pub fn publish_home(&self, net: &Net, p: PageId, home: NodeId) {
         if let Directory::Replicated(r) = self {
             net.tx(r.dir)
-                .write_u32(p as u64 * r.stride, home as u32 + 1);
+                .write_u32(u64::from(p.0) * r.stride, home_word(home));
         }
     }
 
     /// Node `me` now shares `p`. Under the home-held directory only the home records
     /// sharers (a fetch joins there), so a non-home join changes nothing.
-    pub fn join(&self, net: &Net, me: usize, p: u32, st: &mut PageState) {
+    pub fn join(&self, net: &Net, me: NodeId, p: PageId, st: &mut PageState) {
         match self {
             Directory::Replicated(r) => r.update_own(net, p, me, |w| w | SHARED),
             Directory::HomeHeld(_) => {
                 if st.at_home(me) {
-                    st.sharers |= 1 << me;
+                    st.sharers.insert(me);
                 }
             }
         }
@@ -250,7 +253,7 @@ impl Directory {
 
     /// Replicated directory: node `me` dropped its copy of `p`. (Home-held: the engine
     /// sends a drop message to the home.)
-    pub fn leave(&self, net: &Net, me: usize, p: u32) {
+    pub fn leave(&self, net: &Net, me: NodeId, p: PageId) {
         if let Directory::Replicated(r) = self {
             r.update_own(net, p, me, |_| 0);
         }
@@ -258,7 +261,7 @@ impl Directory {
 
     /// The home `me` starts (or stops) writing `p`: sets its `WRITING` bit where home
     /// migration reads it.
-    pub fn set_home_writing(&self, net: &Net, me: usize, p: u32, writing: bool) {
+    pub fn set_home_writing(&self, net: &Net, me: NodeId, p: PageId, writing: bool) {
         if let Directory::Replicated(r) = self {
             if !r.track_writing {
                 return;
@@ -269,7 +272,7 @@ impl Directory {
 
     /// Replicated directory: whether `home`'s word says it is writing `p`. (Home-held: the
     /// engine reads its cached entry.)
-    pub fn home_writing(&self, net: &Net, p: u32, home: usize) -> bool {
+    pub fn home_writing(&self, net: &Net, p: PageId, home: NodeId) -> bool {
         match self {
             Directory::Replicated(r) => net.rx(r.dir).load_u32(r.word(p, home)) & WRITING != 0,
             Directory::HomeHeld(_) => false,
@@ -278,7 +281,7 @@ impl Directory {
 
     /// The nodes sharing `p`: from the replica, or (home-held, at the home) from the page's
     /// state.
-    pub fn sharers(&self, net: &Net, p: u32, st: &PageState) -> u64 {
+    pub fn sharers(&self, net: &Net, p: PageId, st: &PageState) -> NodeSet {
         match self {
             Directory::Replicated(r) => r.sharers(net, p),
             Directory::HomeHeld(_) => st.sharers,
@@ -288,33 +291,33 @@ impl Directory {
     /// Replicated directory: whether `me` is the only node whose word says it shares `p`
     /// (a hint: the home decides, under its page lock). Home-held: `false`, as no node
     /// but the home knows the sharing set.
-    pub fn sole_sharer(&self, net: &Net, p: u32, me: usize) -> bool {
+    pub fn sole_sharer(&self, net: &Net, p: PageId, me: NodeId) -> bool {
         match self {
-            Directory::Replicated(r) => r.sharers(net, p) == 1 << me,
+            Directory::Replicated(r) => r.sharers(net, p) == NodeSet::only(me),
             Directory::HomeHeld(_) => false,
         }
     }
 
     /// Replicated directory: remote-writes notices for `pages` from `me` into `to`'s ring.
     /// Returns false if the ring overflowed (the receiver will then invalidate everything).
-    pub fn send_notices(&self, net: &Net, me: usize, to: usize, pages: &[u32]) -> bool {
+    pub fn send_notices(&self, net: &Net, me: NodeId, to: NodeId, pages: &[PageId]) -> bool {
         match self {
-            Directory::Replicated(r) => r.send_notices(net, me, to, pages),
+            Directory::Replicated(r) => r.send_notices(net, me.index(), to.index(), pages),
             Directory::HomeHeld(_) => unreachable!("home-held notices are messages"),
         }
     }
 
     /// Home-held: a notice message arrived.
-    pub fn receive_notices(&self, pages: impl Iterator<Item = u32>) {
+    pub fn receive_notices(&self, pages: impl Iterator<Item = PageId>) {
         if let Directory::HomeHeld(h) = self {
             h.inbox.lock().expect("poisoned").extend(pages);
         }
     }
 
     /// The pages noticed since the last call, or `true` if everything must go.
-    pub fn take_notices(&self, net: &Net, me: usize) -> (Vec<u32>, bool) {
+    pub fn take_notices(&self, net: &Net, me: NodeId) -> (Vec<PageId>, bool) {
         match self {
-            Directory::Replicated(r) => r.take_notices(net, me),
+            Directory::Replicated(r) => r.take_notices(net, me.index()),
             Directory::HomeHeld(h) => (
                 std::mem::take(&mut *h.inbox.lock().expect("poisoned")),
                 false,
@@ -324,22 +327,23 @@ impl Directory {
 }
 
 impl Replicated {
-    fn word(&self, p: u32, node: usize) -> u64 {
-        p as u64 * self.stride + 4 * (1 + node as u64)
+    fn word(&self, p: PageId, node: NodeId) -> u64 {
+        u64::from(p.0) * self.stride + 4 * (1 + u64::from(node.0))
     }
 
     /// The nodes whose word in this replica says they share `p`.
-    fn sharers(&self, net: &Net, p: u32) -> u64 {
+    fn sharers(&self, net: &Net, p: PageId) -> NodeSet {
         let rx = net.rx(self.dir);
         (0..self.nodes)
+            .map(NodeId::from_usize)
             .filter(|&n| rx.load_u32(self.word(p, n)) & SHARED != 0)
-            .fold(0, |m, n| m | 1 << n)
+            .collect()
     }
 
     /// Changes our own word of `p` by `f` (from our copy of it, see `own`) and broadcasts
     /// it if it changed. Only the node itself writes its word.
-    fn update_own(&self, net: &Net, p: u32, me: usize, f: impl FnOnce(u32) -> u32) {
-        let own = &self.own[p as usize];
+    fn update_own(&self, net: &Net, p: PageId, me: NodeId, f: impl FnOnce(u32) -> u32) {
+        let own = &self.own[p.index()];
         let old = own.load(Ordering::Relaxed);
         let new = f(old);
         if new != old {
@@ -356,7 +360,7 @@ impl Replicated {
         (receiver * self.nodes + sender) as u64 * self.ring_bytes
     }
 
-    fn send_notices(&self, net: &Net, me: usize, to: usize, pages: &[u32]) -> bool {
+    fn send_notices(&self, net: &Net, me: usize, to: usize, pages: &[PageId]) -> bool {
         let mut send = self.send.lock().expect("poisoned");
         let (widx, ovf) = &mut send[to];
         let part = part_bytes(self.nodes, 8);
@@ -372,14 +376,14 @@ impl Replicated {
             return false;
         }
         for &p in pages {
-            tx.write_u32(ring + NOTICE_HEADER + (*widx % cap) * 4, p);
+            tx.write_u32(ring + NOTICE_HEADER + (*widx % cap) * 4, p.0);
             *widx += 1;
         }
         tx.write_u64(ring, *widx);
         true
     }
 
-    fn take_notices(&self, net: &Net, me: usize) -> (Vec<u32>, bool) {
+    fn take_notices(&self, net: &Net, me: usize) -> (Vec<PageId>, bool) {
         let mut recv = self.recv.lock().expect("poisoned");
         let rx = net.rx(self.notices);
         let part = part_bytes(self.nodes, 8);
@@ -398,7 +402,7 @@ impl Replicated {
                 continue;
             }
             for i in *consumed..w {
-                pages.push(rx.load_u32(ring + NOTICE_HEADER + (i % cap) * 4));
+                pages.push(PageId(rx.load_u32(ring + NOTICE_HEADER + (i % cap) * 4)));
             }
             *consumed = w;
             net.tx(self.consumed)

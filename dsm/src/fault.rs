@@ -12,6 +12,7 @@
 //!   stays one mapping, so `vm.max_map_count` does not limit the heap.
 
 use crate::config::FaultBackend;
+use crate::ids::PageId;
 use crate::page::Access;
 use crate::sys::{self, Mapping, Prot};
 use std::io;
@@ -91,7 +92,7 @@ impl Protector {
 
     /// Gives the application `access` to page `p`. Failure here means the process ran out
     /// of mappings or the view is gone: nothing the protocol can recover from.
-    pub fn set(&self, p: u32, access: Access) {
+    pub fn set(&self, p: PageId, access: Access) {
         crate::sched::charge_cost("host.mprotect_ns", |h, _| h.mprotect_ns as f64);
         let result = match &self.how {
             How::Mprotect => {
@@ -101,19 +102,19 @@ impl Protector {
                     Access::Write => Prot::ReadWrite,
                 };
                 sys::protect(
-                    self.base + p as usize * self.page_bytes,
+                    self.base + p.index() * self.page_bytes,
                     self.page_bytes,
                     prot,
                 )
             }
             #[cfg(feature = "userfaultfd")]
             How::Userfaultfd { view, state } => {
-                let old = state[p as usize].swap(access as u8, Ordering::Relaxed);
+                let old = state[p.index()].swap(access as u8, Ordering::Relaxed);
                 self.set_uffd(view, p, old == Access::Invalid as u8, access)
             }
         };
         if let Err(e) = result {
-            panic!("cannot change the access to page {p}: {e}");
+            panic!("cannot change the access to {p}: {e}");
         }
     }
 
@@ -121,11 +122,11 @@ impl Protector {
     fn set_uffd(
         &self,
         view: &sys::UffdView,
-        p: u32,
+        p: PageId,
         was_invalid: bool,
         access: Access,
     ) -> io::Result<()> {
-        let (offset, len) = (p as usize * self.page_bytes, self.page_bytes);
+        let (offset, len) = (p.index() * self.page_bytes, self.page_bytes);
         match access {
             Access::Invalid => view.zap(offset, len),
             Access::Read | Access::Write => {

@@ -1,8 +1,11 @@
 //! Newtypes for the identifiers the protocol passes around, so a page index can never be
 //! handed where a node is expected. Their invariants are stated on each type.
 
-//! The wire codec carries pages and nodes as these types; the engine still passes them as
-//! bare `u32` and `usize` inside a node, and converts at the codec.
+//! The wire codec, the engine, the page table and the directory pass pages and nodes as
+//! these types, and sharing sets as [`NodeSet`]s. Bare numbers remain where a page or a
+//! node indexes an array (`index()`), in the codec's and the directory's words, and at
+//! the layers the engine calls with them (the transport, the wait seam, adaptive
+//! broadcast).
 
 use std::fmt;
 
@@ -13,6 +16,13 @@ pub const MAX_NODES: usize = 32;
 /// (checked by the engine, which alone knows the heap's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct PageId(pub u32);
+
+impl PageId {
+    /// The page's position in per-page arrays and in the heap.
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 impl fmt::Display for PageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -52,6 +62,89 @@ impl fmt::Display for NodeId {
     }
 }
 
+/// A set of nodes, one bit per node (bit `n` for node `n`), as the directory and the wire
+/// carry sharing sets. Invariant: built from [`NodeId`]s, it holds only nodes below
+/// [`MAX_NODES`]; a set read from the network ([`NodeSet::from_bits`]) may carry other
+/// bits, which [`NodeSet::iter`] does not yield.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct NodeSet(u64);
+
+impl NodeSet {
+    /// No node.
+    pub(crate) const EMPTY: NodeSet = NodeSet(0);
+
+    /// The set whose word is `bits` (the wire's and the directory's encoding).
+    pub(crate) const fn from_bits(bits: u64) -> NodeSet {
+        NodeSet(bits)
+    }
+
+    /// The set's word, for the wire and the directory.
+    pub(crate) const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// The set holding only `node`.
+    pub(crate) fn only(node: NodeId) -> NodeSet {
+        NodeSet(Self::bit(node))
+    }
+
+    fn bit(node: NodeId) -> u64 {
+        1u64 << node.0
+    }
+
+    pub(crate) fn insert(&mut self, node: NodeId) {
+        self.0 |= Self::bit(node);
+    }
+
+    pub(crate) fn remove(&mut self, node: NodeId) {
+        self.0 &= !Self::bit(node);
+    }
+
+    pub(crate) fn contains(self, node: NodeId) -> bool {
+        self.0 & Self::bit(node) != 0
+    }
+
+    /// This set with `node` inserted.
+    pub(crate) fn with(mut self, node: NodeId) -> NodeSet {
+        self.insert(node);
+        self
+    }
+
+    /// This set without `node`.
+    pub(crate) fn without(mut self, node: NodeId) -> NodeSet {
+        self.remove(node);
+        self
+    }
+
+    /// The set holds no bit at all.
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The nodes of the set, in increasing order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = NodeId> {
+        (0..MAX_NODES)
+            .map(|n| NodeId(n as u16))
+            .filter(move |&n| self.contains(n))
+    }
+}
+
+impl FromIterator<NodeId> for NodeSet {
+    fn from_iter<I: IntoIterator<Item = NodeId>>(nodes: I) -> NodeSet {
+        let mut set = NodeSet::EMPTY;
+        for n in nodes {
+            set.insert(n);
+        }
+        set
+    }
+}
+
+impl fmt::Debug for NodeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeSet({:#x})", self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +160,32 @@ mod tests {
     fn ids_display_what_they_name() {
         assert_eq!(PageId(12).to_string(), "page 12");
         assert_eq!(NodeId(3).to_string(), "node 3");
+    }
+
+    #[test]
+    fn node_sets_hold_what_was_inserted() {
+        let (a, b, last) = (NodeId(0), NodeId(5), NodeId(31));
+        let mut s = NodeSet::EMPTY;
+        assert!(s.is_empty());
+        s.insert(b);
+        s.insert(last);
+        s.insert(a);
+        assert_eq!(s.bits(), 1 | 1 << 5 | 1 << 31);
+        assert!(s.contains(a) && s.contains(b) && s.contains(last));
+        assert!(!s.contains(NodeId(1)));
+        assert_eq!(s.iter().collect::<Vec<_>>(), [a, b, last]);
+        assert_eq!(s.without(b), NodeSet::from_bits(1 | 1 << 31));
+        assert_eq!(s.without(NodeId(2)), s);
+        s.remove(a);
+        assert_eq!(s, [b, last].into_iter().collect());
+        assert_eq!(NodeSet::only(b).with(last), s);
+    }
+
+    #[test]
+    fn node_sets_from_the_wire_keep_every_bit() {
+        let s = NodeSet::from_bits(1 << 40 | 1 << 2);
+        assert_eq!(s.bits(), 1 << 40 | 1 << 2);
+        assert!(!s.is_empty());
+        assert_eq!(s.iter().collect::<Vec<_>>(), [NodeId(2)]);
     }
 }

@@ -29,7 +29,7 @@
 //!   toucher (`rehome_grant`), and only while its own processors have not mapped it
 //!   since initialization ended.
 
-use crate::ids::NodeId;
+use crate::ids::{NodeId, NodeSet, PageId};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -72,7 +72,7 @@ pub(crate) struct PageState {
     /// the home piggybacked on a reply (CSM-None-Mg's cached directory entry, 2.3.5).
     pub home_writing: bool,
     /// Home-held directory, at the home: the nodes sharing the page.
-    pub sharers: u64,
+    pub sharers: NodeSet,
     /// At the home: the other node that holds the page in exclusive mode, if one does.
     /// The master copy is stale until that node's flush lands.
     pub excl_at: Option<NodeId>,
@@ -100,7 +100,7 @@ impl std::fmt::Debug for PageState {
             .field("dirty", &self.dirty)
             .field("exclusive", &self.exclusive)
             .field("home_writing", &self.home_writing)
-            .field("sharers", &format_args!("{:#x}", self.sharers))
+            .field("sharers", &self.sharers)
             .field("excl_at", &self.excl_at)
             .field("recalling", &self.recalling)
             .field("rehome_grant", &self.rehome_grant)
@@ -119,7 +119,7 @@ impl PageState {
             dirty: false,
             exclusive: false,
             home_writing: false,
-            sharers: 0,
+            sharers: NodeSet::EMPTY,
             excl_at: None,
             recalling: false,
             rehome_grant: false,
@@ -128,8 +128,8 @@ impl PageState {
     }
 
     /// True if `me` is the page's home.
-    pub fn at_home(&self, me: usize) -> bool {
-        self.home.is_some_and(|h| h.index() == me)
+    pub fn at_home(&self, me: NodeId) -> bool {
+        self.home == Some(me)
     }
 
     /// The page's home, where the caller relies on its being known (the page has been
@@ -138,14 +138,13 @@ impl PageState {
     /// # Panics
     ///
     /// If this node does not know the home: the caller is broken.
-    pub fn home_node(&self) -> usize {
+    pub fn home_node(&self) -> NodeId {
         self.home
             .unwrap_or_else(|| panic!("the page's home is not known here: {self:?}"))
-            .index()
     }
 
     /// Asserts the invariants of the module doc.
-    pub fn check(&self, me: usize) {
+    pub fn check(&self, me: NodeId) {
         if self.at_home(me) {
             assert!(self.twin.is_none(), "a home page has a twin: {self:?}");
             if self.exclusive {
@@ -161,7 +160,7 @@ impl PageState {
             );
             if let Some(holder) = self.excl_at {
                 assert!(
-                    holder.index() != me
+                    holder != me
                         && self.access == Access::Invalid
                         && !self.exclusive
                         && !self.dirty,
@@ -237,7 +236,7 @@ pub(crate) enum Hint {
     /// This node is waiting for a migration of the page to itself.
     Pending,
     /// Another node is the home, as far as this node knows.
-    Elsewhere(usize),
+    Elsewhere(NodeId),
     /// No home known.
     Unknown,
 }
@@ -255,13 +254,13 @@ impl PageTable {
     }
 
     /// The waiter flag of processors parked on `p`'s lock.
-    pub fn lock_waiters(&self, p: u32) -> &AtomicU32 {
-        &self.lock_waiters[p as usize]
+    pub fn lock_waiters(&self, p: PageId) -> &AtomicU32 {
+        &self.lock_waiters[p.index()]
     }
 
     /// Locks page `p` if it is free.
-    pub fn try_lock(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
-        match self.states[p as usize].try_lock() {
+    pub fn try_lock(&self, p: PageId) -> Option<MutexGuard<'_, PageState>> {
+        match self.states[p.index()].try_lock() {
             Ok(g) => Some(g),
             Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(TryLockError::WouldBlock) => None,
@@ -272,7 +271,7 @@ impl PageTable {
     /// so that its holder's release retries the deferred message, and tries once more
     /// (type doc, "Memory ordering"). The mark may outlive a second try that succeeds:
     /// the handler's own release then takes it, at the cost of one needless retry.
-    pub fn try_lock_or_want(&self, p: u32) -> Option<MutexGuard<'_, PageState>> {
+    pub fn try_lock_or_want(&self, p: PageId) -> Option<MutexGuard<'_, PageState>> {
         if let Some(g) = self.try_lock(p) {
             return Some(g);
         }
@@ -284,87 +283,87 @@ impl PageTable {
     /// The caller looks again after this (its second try, or its second look at the hint
     /// of a migration in flight, whose processor holds the lock until the answer); see
     /// the type doc, "Memory ordering".
-    pub fn want(&self, p: u32) {
-        self.wanted[p as usize].store(true, Ordering::SeqCst);
+    pub fn want(&self, p: PageId) {
+        self.wanted[p.index()].store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
     /// Called by every releaser of `p`'s lock once it has unlocked it: whether a handler
     /// marked the lock wanted since the last release (the mark is cleared, so one release
     /// answers it).
-    pub fn take_wanted(&self, p: u32) -> bool {
+    pub fn take_wanted(&self, p: PageId) -> bool {
         fence(Ordering::SeqCst);
-        let w = &self.wanted[p as usize];
+        let w = &self.wanted[p.index()];
         w.load(Ordering::Relaxed) && w.swap(false, Ordering::SeqCst)
     }
 
     /// The home hint of `p`, read without its lock.
-    pub fn hint(&self, p: u32, me: usize) -> Hint {
-        let h = self.hints[p as usize].load(Ordering::Acquire);
+    pub fn hint(&self, p: PageId, me: NodeId) -> Hint {
+        let h = self.hints[p.index()].load(Ordering::Acquire);
         if h & PENDING != 0 {
             Hint::Pending
         } else if h as u16 == NO_HOME {
             Hint::Unknown
-        } else if h as usize == me {
+        } else if h == u32::from(me.0) {
             Hint::Home
         } else {
-            Hint::Elsewhere(h as usize)
+            Hint::Elsewhere(NodeId::from_usize(h as usize))
         }
     }
 
     /// The known home of `p` (`None` if unknown), without its lock.
-    pub fn known_home(&self, p: u32) -> Option<usize> {
-        let h = self.hints[p as usize].load(Ordering::Acquire) as u16;
-        (h != NO_HOME).then_some(h as usize)
+    pub fn known_home(&self, p: PageId) -> Option<NodeId> {
+        let h = self.hints[p.index()].load(Ordering::Acquire) as u16;
+        (h != NO_HOME).then_some(NodeId(h))
     }
 
     /// Records `home` as `p`'s home in the page state and its hint, clearing a pending
     /// migration mark in the same store. The caller holds the page lock (`st` is its
     /// guard's state).
-    pub fn set_home(&self, p: u32, st: &mut PageState, home: usize) {
+    pub fn set_home(&self, p: PageId, st: &mut PageState, home: NodeId) {
         trace(|| {
             format!(
-                "set_home page {p} : {:?} -> {home} (hint {:#x}) at {:?}",
+                "set_home {p} : {:?} -> {home} (hint {:#x}) at {:?}",
                 st.home,
-                self.hints[p as usize].load(Ordering::Relaxed),
+                self.hints[p.index()].load(Ordering::Relaxed),
                 std::thread::current().name()
             )
         });
-        if st.home.is_some_and(|h| h.index() != home) {
+        if st.home.is_some_and(|h| h != home) {
             st.home_epoch += 1;
         }
-        st.home = Some(NodeId::from_usize(home));
-        self.hints[p as usize].store(home as u32, Ordering::Release);
+        st.home = Some(home);
+        self.hints[p.index()].store(u32::from(home.0), Ordering::Release);
     }
 
     /// First touch: `p`'s home is `home`, learned without the page lock. Only moves the hint
     /// from "unknown"; returns the home the hint holds afterwards.
-    pub fn learn_first_home(&self, p: u32, home: usize) -> usize {
+    pub fn learn_first_home(&self, p: PageId, home: NodeId) -> NodeId {
         trace(|| {
             format!(
-                "learn_first page {p} : {home} (hint {:#x}) at {:?}",
-                self.hints[p as usize].load(Ordering::Relaxed),
+                "learn_first {p} : {home} (hint {:#x}) at {:?}",
+                self.hints[p.index()].load(Ordering::Relaxed),
                 std::thread::current().name()
             )
         });
-        match self.hints[p as usize].compare_exchange(
+        match self.hints[p.index()].compare_exchange(
             NO_HOME as u32,
-            home as u32,
+            u32::from(home.0),
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
             Ok(_) => home,
-            Err(h) => (h & !PENDING) as u16 as usize,
+            Err(h) => NodeId((h & !PENDING) as u16),
         }
     }
 
     /// Marks (or clears) a migration of `p` to this node in flight. The caller holds the
     /// page lock for as long as the mark is set.
-    pub fn set_pending(&self, p: u32, pending: bool) {
+    pub fn set_pending(&self, p: PageId, pending: bool) {
         if pending {
-            self.hints[p as usize].fetch_or(PENDING, Ordering::AcqRel);
+            self.hints[p.index()].fetch_or(PENDING, Ordering::AcqRel);
         } else {
-            self.hints[p as usize].fetch_and(!PENDING, Ordering::AcqRel);
+            self.hints[p.index()].fetch_and(!PENDING, Ordering::AcqRel);
         }
     }
 }

@@ -74,7 +74,7 @@
 //! only built over bytes already checked.
 
 use crate::diff;
-use crate::ids::{NodeId, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::net::{MAX_MESSAGE_BYTES, MAX_NODES};
 use std::fmt;
 
@@ -233,7 +233,7 @@ pub(crate) enum Msg<'a> {
 /// and whether the home is writing the page (which decides migration, section 2.3.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Piggyback {
-    pub sharers: u64,
+    pub sharers: NodeSet,
     pub home_writing: bool,
 }
 
@@ -781,7 +781,7 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
 
 
 fn put_piggyback(out: &mut Vec<u8>, meta: Piggyback) {
-    out.extend_from_slice(&meta.sharers.to_le_bytes());
+    out.extend_from_slice(&meta.sharers.bits().to_le_bytes());
     out.push(u8::from(meta.home_writing));
 }
 
@@ -855,7 +855,7 @@ impl<'a> Reader<'a> {
 
     fn piggyback(&mut self) -> Result<Piggyback, DecodeError> {
         Ok(Piggyback {
-            sharers: self.u64()?,
+            sharers: NodeSet::from_bits(self.u64()?),
             home_writing: self.flag("home_writing")?,
         })
     }
@@ -981,7 +981,7 @@ mod tests {
     /// A reply with tag `t` and empty variable parts.
     fn sample_reply(t: u8) -> Reply<'static> {
         let meta = Piggyback {
-            sharers: 0b101,
+            sharers: NodeSet::from_bits(0b101),
             home_writing: true,
         };
         let node = NodeId::from_usize(1);
@@ -1233,7 +1233,7 @@ mod tests {
 
     fn owned_reply() -> impl Strategy<Value = OwnedReply> {
         let meta = (any::<u64>(), any::<bool>()).prop_map(|(sharers, home_writing)| Piggyback {
-            sharers,
+            sharers: NodeSet::from_bits(sharers),
             home_writing,
         });
         let node = 0..MAX_NODES as u16;
@@ -1404,7 +1404,7 @@ mod tests {
     #[test]
     fn replies_have_these_bytes() {
         let meta = Piggyback {
-            sharers: 0b101,
+            sharers: NodeSet::from_bits(0b101),
             home_writing: true,
         };
         let cases: [(Reply<'_>, &[u8]); 6] = [

@@ -38,7 +38,7 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
             // The cluster is going down: let the access proceed on whatever the page holds;
             // the processor's next runtime call unwinds with the abort message.
             node.protector.set(
-                (offset / node.page_bytes) as u32,
+                crate::ids::PageId((offset / node.page_bytes) as u32),
                 crate::page::Access::Write,
             );
             true
@@ -130,7 +130,7 @@ where
     if let Some(homes) = homes {
         for &(p, h) in homes {
             if (p as usize) < node.npages {
-                node.preset_home(p, h as usize);
+                node.preset_home(crate::ids::PageId(p), crate::ids::NodeId::from_usize(h as usize));
             }
         }
     }

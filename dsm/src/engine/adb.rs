@@ -21,21 +21,22 @@
 //! * A release at the home starts a new synchronization interval for the heuristics.
 
 use super::Node;
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::NodeCounters;
 
 impl Node {
     /// At the home, serving a fetch of `p`: the master copy to send, published to the
     /// broadcast buffers too if the page is widely read.
-    pub(super) fn broadcast_serve(&self, p: u32, _st: &PageState) -> Vec<u8> {
+    pub(super) fn broadcast_serve(&self, p: PageId, _st: &PageState) -> Vec<u8> {
         let Some(b) = &self.regions.broadcast else {
             // The copy into the reply is the transfer (charged as wire time).
             return self.snapshot_page(p);
         };
-        let tag = b.epoch(&self.net, p);
+        let tag = b.epoch(&self.net, p.0);
         let data = self.snapshot_page(p);
-        if b.note_request(p, self.service.pending_fetches(p)) {
-            if let Some(evicted) = b.publish_evicting(&self.net, p, tag, &data) {
+        if b.note_request(p.0, self.service.pending_fetches(p)) {
+            if let Some(evicted) = b.publish_evicting(&self.net, p.0, tag, &data) {
                 NodeCounters::bump(&self.counters.pages_broadcast);
                 if evicted {
                     NodeCounters::bump(&self.counters.broadcast_evictions);
@@ -47,11 +48,11 @@ impl Node {
 
     /// Before fetching `p` from `home`: takes a valid broadcast copy if there is one. The
     /// caller holds the page lock and has joined `p`'s sharing set.
-    pub(super) fn broadcast_lookup(&self, p: u32, home: usize, st: &PageState) -> bool {
+    pub(super) fn broadcast_lookup(&self, p: PageId, home: NodeId, st: &PageState) -> bool {
         let Some(b) = &self.regions.broadcast else {
             return false;
         };
-        if !b.holds(&self.net, home, p) {
+        if !b.holds(&self.net, home.index(), p.0) {
             return false;
         }
         // Join before snapshot (`crate::broadcast`, "The reader's join"): the snapshot in
@@ -61,12 +62,12 @@ impl Node {
             .ack_via(&self.seam())
             .unwrap_or_else(|e| Self::net_err(e));
         assert!(
-            self.dir.sharers(&self.net, p, st) & (1u64 << self.id) != 0,
-            "node {}: looking up a broadcast copy of page {p} before its join is in its replica",
+            self.dir.sharers(&self.net, p, st).contains(self.me()),
+            "node {}: looking up a broadcast copy of {p} before its join is in its replica",
             self.id
         );
         let mut buf = vec![0u8; self.page_bytes];
-        if !b.lookup(&self.net, home, p, &mut buf) {
+        if !b.lookup(&self.net, home.index(), p.0, &mut buf) {
             return false;
         }
         self.install_page(p, &buf);
@@ -77,27 +78,27 @@ impl Node {
     /// At the home, under `p`'s page lock: whether another node may hold a copy of `p` that
     /// this node did not serve it, so that its sharing set may not name it. Such a page is
     /// never written exclusively.
-    pub(super) fn broadcast_copies_may_exist(&self, p: u32) -> bool {
+    pub(super) fn broadcast_copies_may_exist(&self, p: PageId) -> bool {
         self.regions
             .broadcast
             .as_ref()
-            .is_some_and(|b| b.may_have_copies(p))
+            .is_some_and(|b| b.may_have_copies(p.0))
     }
 
     /// At the home's release of `p`, under its page lock: the nodes to notify, `sharers`
     /// or, if another node may hold a broadcast copy of `p`, every node.
-    pub(super) fn broadcast_notice_targets(&self, p: u32, sharers: u64) -> u64 {
+    pub(super) fn broadcast_notice_targets(&self, p: PageId, sharers: NodeSet) -> NodeSet {
         if self.broadcast_copies_may_exist(p) {
-            self.net.all_nodes()
+            NodeSet::from_bits(self.net.all_nodes())
         } else {
             sharers
         }
     }
 
     /// A release modified `p`: invalidate its broadcast copies.
-    pub(super) fn broadcast_modified(&self, p: u32) {
+    pub(super) fn broadcast_modified(&self, p: PageId) {
         if let Some(b) = &self.regions.broadcast {
-            b.note_modified(&self.net, p);
+            b.note_modified(&self.net, p.0);
         }
     }
 

@@ -3,7 +3,7 @@
 //! by the notices received are invalidated. Also the drop of a page a node leaves.
 
 use super::Node;
-use crate::ids::PageId;
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::Access;
 use crate::stats::NodeCounters;
 use crate::wait::{SeamLock, WaitFor};
@@ -27,10 +27,10 @@ impl Node {
             if !st.dirty {
                 continue;
             }
-            let (sharers, home) = if st.at_home(self.id) {
+            let (sharers, home) = if st.at_home(self.me()) {
                 self.home_stops_writing(p, &mut st);
                 let sharers = self.dir.sharers(&self.net, p, &st);
-                (self.broadcast_notice_targets(p, sharers), self.id)
+                (self.broadcast_notice_targets(p, sharers), self.me())
             } else {
                 self.protector.set(p, Access::Read);
                 st.access = Access::Read;
@@ -39,9 +39,9 @@ impl Node {
                 let sharers = self.send_diff(p, &mut st, &twin);
                 (sharers, st.home_node())
             };
-            st.check(self.id);
+            st.check(self.me());
             drop(st);
-            noticed.push((p, sharers & !(1u64 << home)));
+            noticed.push((p, sharers.without(home)));
         }
         // Taken after the pages: a page that an acquire flushed while we waited for its
         // lock is owed a notice, and we must send it before this release completes.
@@ -49,20 +49,18 @@ impl Node {
         self.send_notices(&noticed);
     }
 
-    pub(super) fn send_notices(&self, noticed: &[(u32, u64)]) {
-        let mut per_node: Vec<Vec<u32>> = vec![Vec::new(); self.nodes];
+    pub(super) fn send_notices(&self, noticed: &[(PageId, NodeSet)]) {
+        let mut per_node: Vec<Vec<PageId>> = vec![Vec::new(); self.nodes];
         for &(p, sharers) in noticed {
-            for (n, list) in per_node.iter_mut().enumerate() {
-                if n != self.id && sharers & (1u64 << n) != 0 {
-                    list.push(p);
-                }
+            for n in sharers.without(self.me()).iter() {
+                per_node[n.index()].push(p);
             }
         }
-        let targets: Vec<(usize, &[u32])> = per_node
+        let targets: Vec<(NodeId, &[PageId])> = per_node
             .iter()
             .enumerate()
             .filter(|(_, pages)| !pages.is_empty())
-            .map(|(n, pages)| (n, pages.as_slice()))
+            .map(|(n, pages)| (NodeId::from_usize(n), pages.as_slice()))
             .collect();
         for &(_, pages) in &targets {
             self.counters
@@ -87,9 +85,9 @@ impl Node {
         // One acquire at a time per node: notices are taken node-wide, so a second acquirer
         // must not return before the first has invalidated what it took.
         let _one = self.serialize(&self.acquiring, "acquire");
-        let (pages, all) = self.dir.take_notices(&self.net, self.id);
+        let (pages, all) = self.dir.take_notices(&self.net, self.me());
         if all {
-            for p in 0..self.npages as u32 {
+            for p in (0..self.npages as u32).map(PageId) {
                 self.invalidate(p);
             }
         } else {
@@ -99,12 +97,12 @@ impl Node {
         }
     }
 
-    pub(super) fn invalidate(&self, p: u32) {
-        if self.pages.known_home(p) == Some(self.id) {
+    pub(super) fn invalidate(&self, p: PageId) {
+        if self.pages.known_home(p) == Some(self.me()) {
             return; // the home keeps the master copy (checked again under the lock)
         }
         let mut st = self.lock_page(p);
-        if st.access == Access::Invalid || st.at_home(self.id) {
+        if st.access == Access::Invalid || st.at_home(self.me()) {
             return;
         }
         if st.exclusive {
@@ -115,8 +113,8 @@ impl Node {
             match self.call(
                 st.home_node(),
                 &Msg::Flush {
-                    page: PageId(p),
-                    holder: crate::ids::NodeId::from_usize(self.id),
+                    page: p,
+                    holder: self.me(),
                     fetch: false,
                     data: &data,
                 },
@@ -138,12 +136,12 @@ impl Node {
             self.owed
                 .lock()
                 .expect("poisoned")
-                .push((p, sharers & !(1u64 << home)));
+                .push((p, sharers.without(home)));
             NodeCounters::bump(&self.counters.flushes_before_drop);
         }
         self.protector.set(p, Access::Invalid);
         st.access = Access::Invalid;
-        st.check(self.id);
+        st.check(self.me());
         // Leave the sharing set while still holding the page lock: otherwise another
         // processor of this node could fault the page back in, and its join could reach
         // the directory before our leave, leaving the node out of the set while it holds

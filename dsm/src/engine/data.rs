@@ -16,7 +16,7 @@
 use super::{Node, PageGuard};
 use crate::config::DataStrategy;
 use crate::diff;
-use crate::ids::PageId;
+use crate::ids::{NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::NodeCounters;
 use crate::wire::{kind, DiffWriter, Reply};
@@ -25,9 +25,9 @@ use std::sync::atomic::Ordering;
 impl Node {
     /// Remote-write data: attaches (or detaches) this node's receive mapping of page `p`'s
     /// master copy. Nothing to do under diff messages.
-    pub(super) fn data_attach(&self, p: u32, attach: bool) {
+    pub(super) fn data_attach(&self, p: PageId, attach: bool) {
         if let Some(data) = self.regions.data {
-            let (at, len) = (p as u64 * self.page_bytes as u64, self.page_bytes as u64);
+            let (at, len) = (u64::from(p.0) * self.page_bytes as u64, self.page_bytes as u64);
             if attach {
                 self.net.attach_rx(&data, at, len, false);
             } else {
@@ -40,18 +40,18 @@ impl Node {
     /// this node receives remote writes into its copy of page `p` exactly while it is the
     /// page's home. Before the page's home is known here (`st.home` unset) a claim may be
     /// in flight, and the node may already receive: it has learnt that it won.
-    pub(super) fn check_reception(&self, p: u32, st: &PageState) {
+    pub(super) fn check_reception(&self, p: PageId, st: &PageState) {
         let Some(data) = self.regions.data else {
             return;
         };
         if st.home.is_none() {
             return;
         }
-        let receiving = self.net.receives(&data, p as u64 * self.page_bytes as u64);
+        let receiving = self.net.receives(&data, u64::from(p.0) * self.page_bytes as u64);
         assert_eq!(
             receiving,
-            st.at_home(self.id),
-            "node {}: page {p} {} remote writes to its master copy while its home is {:?}: {st:?}",
+            st.at_home(self.me()),
+            "node {}: {p} {} remote writes to its master copy while its home is {:?}: {st:?}",
             self.id,
             if receiving {
                 "receives"
@@ -65,7 +65,7 @@ impl Node {
     /// Sends the diff of page `p` against `twin` to its home; returns the page's sharers
     /// as the home (or the replicated directory) knows them. The caller holds the page
     /// lock and has write-protected the page.
-    pub(super) fn send_diff(&self, p: u32, st: &mut PageGuard<'_>, twin: &[u8]) -> u64 {
+    pub(super) fn send_diff(&self, p: PageId, st: &mut PageGuard<'_>, twin: &[u8]) -> NodeSet {
         let page = self.snapshot_page(p);
         let mut d = Vec::with_capacity(64);
         let changed = diff::encode(twin, &page, &mut d);
@@ -91,7 +91,7 @@ impl Node {
                 let runs: Vec<(usize, &[u8])> = diff::runs(&d).flat_map(|r| r.ranges()).collect();
                 self.net
                     .tx(data)
-                    .write_runs(p as u64 * self.page_bytes as u64, &runs);
+                    .write_runs(u64::from(p.0) * self.page_bytes as u64, &runs);
                 // Adaptive broadcast: the home never sees this diff arrive, so the
                 // releaser invalidates the page's broadcast copies (2.3.6).
                 self.broadcast_modified(p);
@@ -110,10 +110,10 @@ impl Node {
             }
             DataStrategy::Messages => {
                 let mut writer =
-                    DiffWriter::with_budget(PageId(p), diff::runs(&d), self.diff_message_bytes);
+                    DiffWriter::with_budget(p, diff::runs(&d), self.diff_message_bytes);
                 let mut msg = Vec::with_capacity(d.len().min(crate::net::MAX_MESSAGE_BYTES));
                 let mut out = Vec::new();
-                let mut sharers = 0;
+                let mut sharers = NodeSet::EMPTY;
                 let mut first = true;
                 while writer.next_message(&mut msg) {
                     loop {
@@ -131,11 +131,10 @@ impl Node {
                                     NodeCounters::bump(&self.counters.split_diff_redirects);
                                 }
                                 assert_ne!(
-                                    to.index(),
-                                    home,
-                                    "node {home} redirected page {p} to itself"
+                                    to, home,
+                                    "{home} redirected {p} to itself"
                                 );
-                                self.pages.set_home(p, st, to.index());
+                                self.pages.set_home(p, st, to);
                             }
                             r => panic!("node {}: unexpected reply to a diff: {r:?}", self.id),
                         }

@@ -14,7 +14,7 @@ use crate::wire::{Msg, Reply};
 impl Node {
     /// What `f` says of page `p`'s state, if its lock is free (`None` if it is busy); the
     /// lock is released unchanged. The caller is a processor holding no page lock.
-    pub(super) fn look_at_page<T>(&self, p: u32, f: impl FnOnce(&PageState) -> T) -> Option<T> {
+    pub(super) fn look_at_page<T>(&self, p: PageId, f: impl FnOnce(&PageState) -> T) -> Option<T> {
         let g = self.guard(p, self.pages.try_lock(p)?, true);
         let seen = f(&g);
         g.release_unchanged();
@@ -24,9 +24,9 @@ impl Node {
     /// Asks `holder` to leave exclusive mode for `p` and returns its page (empty if it
     /// wrote the page into the master copy itself, or had already flushed it). The caller
     /// is a processor holding no home page's lock.
-    pub(super) fn recall(&self, p: u32, holder: usize) -> Vec<u8> {
+    pub(super) fn recall(&self, p: PageId, holder: NodeId) -> Vec<u8> {
         let mut out = Vec::new();
-        match self.call(holder, &Msg::Recall { page: PageId(p) }, &mut out) {
+        match self.call(holder, &Msg::Recall { page: p }, &mut out) {
             Reply::Flushed { data } => data.to_vec(),
             r => panic!("node {}: unexpected reply to a recall: {r:?}", self.id),
         }
@@ -42,8 +42,14 @@ impl Node {
     /// At the home: applies `holder`'s flush of `p` (its whole page, or nothing when it
     /// wrote the page into the master copy itself) if `holder` still holds the page
     /// exclusively, and ends its hold. False if it no longer does (it flushed already).
-    pub(super) fn apply_flush(&self, p: u32, st: &mut PageState, holder: usize, data: &[u8]) -> bool {
-        if st.excl_at.map(NodeId::index) != Some(holder) {
+    pub(super) fn apply_flush(
+        &self,
+        p: PageId,
+        st: &mut PageState,
+        holder: NodeId,
+        data: &[u8],
+    ) -> bool {
+        if st.excl_at != Some(holder) {
             return false;
         }
         if !data.is_empty() {
@@ -55,13 +61,13 @@ impl Node {
 
     /// This node (not `p`'s home) leaves exclusive mode: write-protects the page and
     /// returns its contents for the master copy. The caller holds the page lock.
-    pub(super) fn end_exclusive(&self, p: u32, st: &mut PageState) -> Vec<u8> {
-        debug_assert!(st.exclusive && !st.at_home(self.id));
+    pub(super) fn end_exclusive(&self, p: PageId, st: &mut PageState) -> Vec<u8> {
+        debug_assert!(st.exclusive && !st.at_home(self.me()));
         self.protector.set(p, Access::Read);
         st.access = Access::Read;
         st.exclusive = false;
         NodeCounters::bump(&self.counters.exclusive_exits);
-        st.check(self.id);
+        st.check(self.me());
         self.snapshot_page(p)
     }
 
@@ -69,9 +75,9 @@ impl Node {
     /// shares it (nor may hold a broadcast copy of it, `adb.rs`), or into the dirty list
     /// (for write notices) otherwise; the directory's
     /// "home is writing" bit is set either way.
-    pub(super) fn home_starts_writing(&self, p: u32, st: &mut PageGuard<'_>) {
-        self.dir.join(&self.net, self.id, p, st);
-        if self.dir.sharers(&self.net, p, st) & !(1u64 << self.id) == 0
+    pub(super) fn home_starts_writing(&self, p: PageId, st: &mut PageGuard<'_>) {
+        self.dir.join(&self.net, self.me(), p, st);
+        if self.dir.sharers(&self.net, p, st).without(self.me()).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
             st.exclusive = true;
@@ -81,7 +87,7 @@ impl Node {
             self.dirty.lock().expect("poisoned").push(p);
         }
         st.home_writing = true;
-        self.dir.set_home_writing(&self.net, self.id, p, true);
+        self.dir.set_home_writing(&self.net, self.me(), p, true);
         // The home writes the master copy in place from now on: copies broadcast before
         // (2.3.6) become invalid now, not only when it stops (an exclusive page may never
         // be released, and a page whose readers all dropped it goes exclusive).
@@ -90,7 +96,7 @@ impl Node {
 
     /// The home stops writing `p` (its release downgrades the page, or a fetch ends its
     /// exclusive mode): write-protect it and clear the directory's bit.
-    pub(super) fn home_stops_writing(&self, p: u32, st: &mut PageState) {
+    pub(super) fn home_stops_writing(&self, p: PageId, st: &mut PageState) {
         // Every write the home made to the master copy happened since it started writing:
         // copies broadcast meanwhile (2.3.6) may lack some, so they become invalid.
         self.broadcast_modified(p);
@@ -99,6 +105,6 @@ impl Node {
         st.dirty = false;
         st.exclusive = false;
         st.home_writing = false;
-        self.dir.set_home_writing(&self.net, self.id, p, false);
+        self.dir.set_home_writing(&self.net, self.me(), p, false);
     }
 }

@@ -5,7 +5,7 @@
 
 use super::Node;
 use super::{PageGuard, Want};
-use crate::ids::{NodeId, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::Access;
 use crate::stats::{Clock, NodeCounters};
 use crate::wait::WaitFor;
@@ -20,7 +20,7 @@ impl Node {
         }
         let _entry = Clock::enter();
         crate::sched::charge_cost("host.fault_ns", |h, _| h.fault_ns as f64);
-        let p = (offset / self.page_bytes) as u32;
+        let p = PageId((offset / self.page_bytes) as u32);
         if write {
             NodeCounters::bump(&self.counters.write_faults);
             self.write_fault(p);
@@ -51,7 +51,7 @@ impl Node {
         }
     }
 
-    pub(super) fn read_fault(&self, p: u32) {
+    pub(super) fn read_fault(&self, p: PageId) {
         self.learn_home(p);
         let mut st = self.lock_for_fault(p);
         if st.access != Access::Invalid {
@@ -66,17 +66,17 @@ impl Node {
                 ..Want::default()
             },
         );
-        st.check(self.id);
+        st.check(self.me());
     }
 
     /// Makes an invalid page readable: at the home, just map the master copy; elsewhere,
     /// join the sharing set and fetch the page, asking the home for what `want` says. The
     /// home may have moved here by the time this returns. Returns true if the home
     /// granted exclusive mode.
-    pub(super) fn map_in(&self, p: u32, st: &mut PageGuard<'_>, want: Want) -> bool {
+    pub(super) fn map_in(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let mut granted = false;
-        if st.at_home(self.id) {
-            self.dir.join(&self.net, self.id, p, st);
+        if st.at_home(self.me()) {
+            self.dir.join(&self.net, self.me(), p, st);
         } else {
             granted = self.fetch(p, st, want);
         }
@@ -96,44 +96,43 @@ impl Node {
     /// takes the lock only if it is free and releases it unchanged; a busy lock ends the
     /// wait, and the processor waits for the lock in [`Node::lock_page`] instead, which
     /// every release wakes.
-    pub(super) fn lock_for_fault(&self, p: u32) -> PageGuard<'_> {
+    pub(super) fn lock_for_fault(&self, p: PageId) -> PageGuard<'_> {
         loop {
             let mut st = self.lock_page(p);
-            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.id)) else {
+            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.me())) else {
                 return st;
             };
             if st.recalling {
                 st.release_unchanged();
                 self.seam()
-                    .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
+                    .until_flagged(WaitFor::Flush { page: p.0 }, &self.flush_waiters, || {
                         self.look_at_page(p, |s| s.excl_at.is_none())
                             .unwrap_or(true)
                     })
                     .unwrap_or_else(|e| Self::net_err(e));
                 continue;
             }
-            let holder = holder.index();
             st.recalling = true;
-            st.check(self.id);
+            st.check(self.me());
             drop(st);
             let data = self.recall(p, holder);
             let mut st = self.lock_page(p);
             assert!(
                 st.recalling,
-                "node {}: page {p}'s recall ended by another",
+                "node {}: {p}'s recall ended by another",
                 self.id
             );
             if !self.apply_flush(p, &mut st, holder, &data) {
                 // The holder flushed the page itself (it dropped it) before our recall.
-                assert!(data.is_empty(), "node {}: page {p} flushed twice", self.id);
+                assert!(data.is_empty(), "node {}: {p} flushed twice", self.id);
             }
             st.recalling = false;
-            st.check(self.id);
+            st.check(self.me());
             return st;
         }
     }
 
-    pub(super) fn write_fault(&self, p: u32) {
+    pub(super) fn write_fault(&self, p: PageId) {
         self.learn_home(p);
         let mut st = self.lock_for_fault(p);
         if st.access == Access::Write {
@@ -141,7 +140,7 @@ impl Node {
         }
         let rehome = self.take_rehome(&mut st);
         let mut granted = false;
-        let migrate = !st.at_home(self.id) && self.may_migrate(p, &st);
+        let migrate = !st.at_home(self.me()) && self.may_migrate(p, &st);
         if migrate || rehome {
             // A write fault away from the home: ask the home to move here (2.3.5), or,
             // on this node's first touch since initialization, to move here if no node
@@ -160,7 +159,7 @@ impl Node {
             };
         } else if st.access == Access::Invalid {
             // Away from the home, ask to write the page exclusively (section 2.2).
-            let exclusive = !st.at_home(self.id) && self.may_hold_exclusive();
+            let exclusive = !st.at_home(self.me()) && self.may_hold_exclusive();
             granted = self.map_in(
                 p,
                 &mut st,
@@ -169,9 +168,9 @@ impl Node {
                     ..Want::default()
                 },
             );
-        } else if !st.at_home(self.id)
+        } else if !st.at_home(self.me())
             && self.may_hold_exclusive()
-            && self.dir.sole_sharer(&self.net, p, self.id)
+            && self.dir.sole_sharer(&self.net, p, self.me())
         {
             // A clean copy, and the replicated directory says no other node (the home
             // included) shares the page: ask for it exclusively. The grant brings the
@@ -185,7 +184,7 @@ impl Node {
                 },
             );
         }
-        if st.at_home(self.id) {
+        if st.at_home(self.me()) {
             self.home_starts_writing(p, &mut st);
         } else if granted {
             // The only sharer: no twin, no dirty-list entry, no notices until the home
@@ -197,11 +196,11 @@ impl Node {
             NodeCounters::bump(&self.counters.twins);
             st.dirty = true;
             self.dirty.lock().expect("poisoned").push(p);
-            self.dir.join(&self.net, self.id, p, &mut st);
+            self.dir.join(&self.net, self.me(), p, &mut st);
         }
         self.protector.set(p, Access::Write);
         st.access = Access::Write;
-        st.check(self.id);
+        st.check(self.me());
     }
 
     /// Fetches `p` from its home into this node's copy, following the home if it has
@@ -210,7 +209,7 @@ impl Node {
     /// the page exclusively and returns whether the home granted it. If the home answers
     /// that another node holds the page exclusively, recalls it there and hands its page
     /// to the home with the fetch (`Flush`). The caller holds the page lock.
-    pub(super) fn fetch(&self, p: u32, st: &mut PageGuard<'_>, want: Want) -> bool {
+    pub(super) fn fetch(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let Want {
             mut migrate,
             exclusive,
@@ -223,14 +222,14 @@ impl Node {
         // Replicated directory: announce ourselves before asking, so that a release at
         // the home that misses our entry happened before our fetch was served.
         if need_data {
-            self.dir.join(&self.net, self.id, p, st);
+            self.dir.join(&self.net, self.me(), p, st);
         }
         let mut out = Vec::with_capacity(self.page_bytes + 64);
         // The holder and page of a recall we owe the home (it waits for our flush).
-        let mut flush: Option<(usize, Vec<u8>)> = None;
+        let mut flush: Option<(NodeId, Vec<u8>)> = None;
         loop {
-            let Some(home) = st.home.map(NodeId::index).filter(|&h| h != self.id) else {
-                panic!("node {}: fetching page {p} with home {:?}", self.id, st.home);
+            let Some(home) = st.home.filter(|&h| h != self.me()) else {
+                panic!("node {}: fetching {p} with home {:?}", self.id, st.home);
             };
             if need_data
                 && !migrate
@@ -245,13 +244,13 @@ impl Node {
             }
             let msg = match &flush {
                 Some((holder, data)) => Msg::Flush {
-                    page: PageId(p),
-                    holder: crate::ids::NodeId::from_usize(*holder),
+                    page: p,
+                    holder: *holder,
                     fetch: true,
                     data,
                 },
                 None => Msg::Fetch {
-                    page: PageId(p),
+                    page: p,
                     migrate,
                     exclusive,
                     rehome,
@@ -282,7 +281,7 @@ impl Node {
                     NodeCounters::bump(&self.counters.page_transfers);
                     assert!(
                         !rehomed || (migrated && rehome),
-                        "node {}: page {p} rehomed here unasked",
+                        "node {}: {p} rehomed here unasked",
                         self.id
                     );
                     if migrated {
@@ -300,19 +299,19 @@ impl Node {
                     }
                     assert!(
                         !granted || (exclusive && flush.is_none()),
-                        "node {}: page {p} granted exclusively unasked",
+                        "node {}: {p} granted exclusively unasked",
                         self.id
                     );
                     return granted;
                 }
                 Reply::Holder { holder } => {
                     assert!(
-                        !migrate && flush.is_none() && holder.index() != self.id,
-                        "node {}: page {p} answered with holder {holder:?} (migrate {migrate})",
+                        !migrate && flush.is_none() && holder != self.me(),
+                        "node {}: {p} answered with holder {holder:?} (migrate {migrate})",
                         self.id
                     );
-                    let data = self.recall(p, holder.index());
-                    flush = Some((holder.index(), data));
+                    let data = self.recall(p, holder);
+                    flush = Some((holder, data));
                     continue;
                 }
                 Reply::Refused { meta } => {
@@ -327,22 +326,21 @@ impl Node {
                 }
                 Reply::Moved { home: to } => {
                     NodeCounters::bump(&self.counters.redirects);
-                    let to = to.index();
-                    assert_ne!(to, home, "node {home} redirected page {p} to itself");
+                    assert_ne!(to, home, "{home} redirected {p} to itself");
                     self.pages.set_home(p, st, to);
-                    if to == self.id {
+                    if to == self.me() {
                         // The home moved here meanwhile: only our own request can do
                         // that, and we hold the lock, so this is a protocol error.
                         for l in crate::page::TRACE
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .iter()
-                            .filter(|l| l.contains(&format!("page {p} ")))
+                            .filter(|l| l.contains(&format!("{p} ")))
                         {
                             eprintln!("{l}");
                         }
                         panic!(
-                            "node {}: page {p} redirected to this node by node {home} (migrate: {migrate}, state {:?})",
+                            "node {}: {p} redirected to this node by {home} (migrate: {migrate}, state {:?})",
                             self.id, **st
                         );
                     }
@@ -357,10 +355,10 @@ impl Node {
     /// initialization), with the master copy installed. Under remote-write data it
     /// receives the page's diffs from now on: it attaches its receive mapping before the
     /// hint names it home, and the old home detached its own before it answered.
-    pub(super) fn become_home(&self, p: u32, st: &mut PageGuard<'_>, sharers: u64) {
+    pub(super) fn become_home(&self, p: PageId, st: &mut PageGuard<'_>, sharers: NodeSet) {
         self.data_attach(p, true);
-        self.pages.set_home(p, st, self.id);
-        st.sharers = sharers | (1u64 << self.id);
+        self.pages.set_home(p, st, self.me());
+        st.sharers = sharers.with(self.me());
         st.home_writing = false;
         if st.access == Access::Write {
             unreachable!("a node migrates a page home only from a write fault");
@@ -369,6 +367,6 @@ impl Node {
             self.protector.set(p, Access::Read);
             st.access = Access::Read;
         }
-        self.dir.join(&self.net, self.id, p, st);
+        self.dir.join(&self.net, self.me(), p, st);
     }
 }

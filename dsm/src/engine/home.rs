@@ -35,12 +35,13 @@
 
 use super::Node;
 use crate::config::HomePolicy;
+use crate::ids::PageId;
 use crate::page::{Access, PageState};
 use std::sync::atomic::Ordering;
 
 impl Node {
     /// Whether a write fault at this node (not `p`'s home) should ask the home to move.
-    pub(super) fn may_migrate(&self, p: u32, st: &PageState) -> bool {
+    pub(super) fn may_migrate(&self, p: PageId, st: &PageState) -> bool {
         if self.protocol.home != HomePolicy::Migrating {
             return false;
         }
@@ -53,7 +54,7 @@ impl Node {
     /// ask the home to move here. At the home, its own first touch keeps the page (no
     /// other node may take it from now on). The caller holds the page lock.
     pub(super) fn take_rehome(&self, st: &mut PageState) -> bool {
-        if st.at_home(self.id) {
+        if st.at_home(self.me()) {
             st.rehome_grant = false;
             st.rehome_ask = false;
             false
@@ -80,12 +81,12 @@ impl Node {
         if self.homes_fixed.load(Ordering::Relaxed) || self.nodes == 1 {
             return;
         }
-        for p in 0..self.npages as u32 {
-            if self.pages.known_home(p) == Some(self.id) {
+        for p in (0..self.npages as u32).map(PageId) {
+            if self.pages.known_home(p) == Some(self.me()) {
                 let mut st = self.lock_page(p);
                 assert!(
-                    st.at_home(self.id) && !st.dirty,
-                    "node {}: page {p} changed at the end of initialization: {:?}",
+                    st.at_home(self.me()) && !st.dirty,
+                    "node {}: {p} changed at the end of initialization: {:?}",
                     self.id,
                     *st
                 );
@@ -101,12 +102,12 @@ impl Node {
                 }
                 st.rehome_grant = true;
                 st.rehome_ask = false;
-                st.check(self.id);
+                st.check(self.me());
                 continue;
             }
             self.invalidate(p);
             let mut st = self.lock_page(p);
-            st.rehome_ask = !st.at_home(self.id);
+            st.rehome_ask = !st.at_home(self.me());
         }
     }
 }

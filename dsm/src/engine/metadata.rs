@@ -12,7 +12,7 @@
 
 use super::Node;
 use crate::config::MetadataStrategy;
-use crate::ids::PageId;
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::PageState;
 use crate::stats::{Clock, NodeCounters};
 use crate::wire::{kind, Msg};
@@ -20,11 +20,11 @@ use crate::wire::{kind, Msg};
 impl Node {
     /// Sends a release's write notices: `targets` pairs each node with the pages it is
     /// told of.
-    pub(super) fn deliver_notices(&self, targets: &[(usize, &[u32])]) {
+    pub(super) fn deliver_notices(&self, targets: &[(NodeId, &[PageId])]) {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => {
                 for &(n, pages) in targets {
-                    if !self.dir.send_notices(&self.net, self.id, n, pages) {
+                    if !self.dir.send_notices(&self.net, self.me(), n, pages) {
                         NodeCounters::bump(&self.counters.notice_overflows);
                     }
                 }
@@ -36,7 +36,12 @@ impl Node {
     /// The sharing set of `p` to send write notices to after this node's diff of it
     /// reached the home: the set the home acknowledged with (`from_home`, home-held), or
     /// the replica's, read after the diff has landed (replicated).
-    pub(super) fn sharers_after_diff(&self, p: u32, st: &PageState, from_home: u64) -> u64 {
+    pub(super) fn sharers_after_diff(
+        &self,
+        p: PageId,
+        st: &PageState,
+        from_home: NodeSet,
+    ) -> NodeSet {
         match self.protocol.metadata {
             MetadataStrategy::HomeHeld => from_home,
             MetadataStrategy::Replicated => self.dir.sharers(&self.net, p, st),
@@ -45,7 +50,7 @@ impl Node {
 
     /// Whether `p`'s home is writing it, as far as this node knows: the replicated bit, or
     /// the one the home's last acknowledgement carried (home-held).
-    pub(super) fn home_is_writing(&self, p: u32, st: &PageState) -> bool {
+    pub(super) fn home_is_writing(&self, p: PageId, st: &PageState) -> bool {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => self.dir.home_writing(&self.net, p, st.home_node()),
             MetadataStrategy::HomeHeld => st.home_writing,
@@ -53,14 +58,14 @@ impl Node {
     }
 
     /// This node dropped its copy of `p`: leave the sharing set.
-    pub(super) fn leave(&self, p: u32, st: &PageState) {
+    pub(super) fn leave(&self, p: PageId, st: &PageState) {
         match self.protocol.metadata {
-            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.id, p),
+            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.me(), p),
             // One-way: the ring is FIFO, so a later fetch from us arrives after it. If the
             // home has moved meanwhile, the old home drops the message: the new home's set
             // then still names us, which costs a needless notice, never a missed one.
             MetadataStrategy::HomeHeld => {
-                self.post(st.home_node(), &Msg::Drop { page: PageId(p) })
+                self.post(st.home_node(), &Msg::Drop { page: p })
             }
         }
     }
@@ -69,7 +74,7 @@ impl Node {
     /// the release completes. Notices to different nodes overlap (section 3.1): each round
     /// sends one message to every node that still has notices, then waits for all their
     /// acknowledgements.
-    pub(super) fn send_notice_messages(&self, targets: &[(usize, &[u32])]) {
+    pub(super) fn send_notice_messages(&self, targets: &[(NodeId, &[PageId])]) {
         let per_message = (crate::net::MAX_MESSAGE_BYTES - 16) / 4;
         let rounds = targets
             .iter()
@@ -83,20 +88,17 @@ impl Node {
                 .filter_map(|&(to, pages)| {
                     let chunk = pages.chunks(per_message).nth(round)?;
                     let mut buf = Vec::new();
-                    let list = crate::wire::PageList::encode_from(
-                        chunk.iter().map(|&p| PageId(p)),
-                        &mut buf,
-                    );
+                    let list = crate::wire::PageList::encode_from(chunk.iter().copied(), &mut buf);
                     let mut payload = Vec::new();
                     crate::wire::Msg::Notice { pages: list }.encode(&mut payload);
-                    Some((to, payload))
+                    Some((to.index(), payload))
                 })
                 .collect();
             let batch: Vec<(usize, &[u8])> =
                 payloads.iter().map(|(to, p)| (*to, p.as_slice())).collect();
             self.check_not_finished(kind::NOTICE);
-            super::rules::check_may_wait_on_network(self.id, |q| {
-                self.pages.known_home(q) == Some(self.id)
+            super::rules::check_may_wait_on_network(self.me(), |q| {
+                self.pages.known_home(q) == Some(self.me())
             });
             Clock::message(|| {
                 self.net

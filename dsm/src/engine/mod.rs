@@ -99,7 +99,7 @@ mod service;
 use crate::config::Protocol;
 use crate::directory::Directory;
 use crate::fault::Protector;
-use crate::ids::{NodeId, PageId};
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::net::{MsgError, Net, Region};
 pub(crate) use crate::page::Access;
 use crate::page::{PageState, PageTable};
@@ -141,10 +141,10 @@ pub(crate) struct Node {
     /// Address of this node's heap in the wire view (the runtime's alias).
     alias: usize,
     pages: PageTable,
-    dirty: Mutex<Vec<u32>>,
+    dirty: Mutex<Vec<PageId>>,
     /// Pages flushed before being dropped, whose write notices are owed at the next release,
     /// with the sharers to notify.
-    owed: Mutex<Vec<(u32, u64)>>,
+    owed: Mutex<Vec<(PageId, NodeSet)>>,
     releasing: SeamLock<()>,
     acquiring: SeamLock<()>,
     pub dir: Directory,
@@ -204,7 +204,7 @@ pub(crate) fn set_current_slot(local: Option<u16>) {
 /// doc, "Wake-ups on a page's release").
 pub(crate) struct PageGuard<'a> {
     node: &'a Node,
-    page: u32,
+    page: PageId,
     st: Option<MutexGuard<'a, PageState>>,
     /// Released with nothing changed: wakes only what waits for the lock itself (see
     /// [`PageGuard::release_unchanged`]).
@@ -320,12 +320,12 @@ impl Node {
     /// Locks page `p` for a processor, bringing its home up to date with what this node
     /// knows outside the lock (a first-touch home learned meanwhile; under the replicated
     /// directory, the directory's home word, which a migration rewrites).
-    fn lock_page(&self, p: u32) -> PageGuard<'_> {
+    fn lock_page(&self, p: PageId) -> PageGuard<'_> {
         let mut st = self.pages.try_lock(p);
         if st.is_none() {
             self.seam()
                 .until_flagged(
-                    WaitFor::PageLock { page: p },
+                    WaitFor::PageLock { page: p.0 },
                     self.pages.lock_waiters(p),
                     || {
                         st = self.pages.try_lock(p);
@@ -343,7 +343,7 @@ impl Node {
     /// false) a message handler.
     fn guard<'a>(
         &'a self,
-        p: u32,
+        p: PageId,
         st: MutexGuard<'a, PageState>,
         by_processor: bool,
     ) -> PageGuard<'a> {
@@ -358,14 +358,14 @@ impl Node {
 
     /// Locks page `p` for a message handler, if it is free; if not, marks it wanted, so
     /// that its release retries the message the handler defers.
-    fn try_lock_page(&self, p: u32) -> Option<PageGuard<'_>> {
+    fn try_lock_page(&self, p: PageId) -> Option<PageGuard<'_>> {
         let mut g = self.guard(p, self.pages.try_lock_or_want(p)?, false);
         self.refresh_home(p, &mut g);
         Some(g)
     }
 
-    fn refresh_home(&self, p: u32, st: &mut PageState) {
-        if st.at_home(self.id) {
+    fn refresh_home(&self, p: PageId, st: &mut PageState) {
+        if st.at_home(self.me()) {
             return; // the home is the authority on its own pages
         }
         let known = match self.dir.home_word(&self.net, p) {
@@ -373,7 +373,7 @@ impl Node {
             None => self.pages.known_home(p),
         };
         if let Some(h) = known {
-            if st.home.map(NodeId::index) != Some(h) && (h != self.id || st.home.is_none()) {
+            if st.home != Some(h) && (h != self.me() || st.home.is_none()) {
                 if st.home.is_none() {
                     // First touch, won by this node (or another) meanwhile.
                     self.learn_first_home(p, h);
@@ -384,9 +384,9 @@ impl Node {
     }
 
     /// The first byte of page `p` in the alias.
-    fn alias_ptr(&self, p: u32) -> *mut u8 {
-        assert!((p as usize) < self.npages, "page {p} outside the heap");
-        (self.alias + p as usize * self.page_bytes) as *mut u8
+    fn alias_ptr(&self, p: PageId) -> *mut u8 {
+        assert!(p.index() < self.npages, "{p} outside the heap");
+        (self.alias + p.index() * self.page_bytes) as *mut u8
     }
 
     /// A copy of this node's page `p`, taken through the alias by a raw copy: other
@@ -394,7 +394,7 @@ impl Node {
     /// of it, which a data-race-free program never reads from this copy.
     ///
     /// Modeled time: a copy of a page (a twin, a master copy sent to a requester).
-    fn copy_page(&self, p: u32) -> Vec<u8> {
+    fn copy_page(&self, p: PageId) -> Vec<u8> {
         crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * self.page_bytes as f64);
         self.snapshot_page(p)
     }
@@ -402,7 +402,7 @@ impl Node {
     /// [`Node::copy_page`] without its modeled cost: where the modeled platform does not
     /// copy (the diff scan reads the page in place, at the scan's cost; a page sent to
     /// another node is stored straight into the network, at the wire's cost).
-    pub(super) fn snapshot_page(&self, p: u32) -> Vec<u8> {
+    pub(super) fn snapshot_page(&self, p: PageId) -> Vec<u8> {
         let mut out = vec![0u8; self.page_bytes];
         // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
         // the heap (alias_ptr asserts it), and out is a distinct buffer of page_bytes.
@@ -411,7 +411,7 @@ impl Node {
     }
 
     /// Overwrites this node's page `p` with `bytes` (a fetched master copy).
-    fn install_page(&self, p: u32, bytes: &[u8]) {
+    fn install_page(&self, p: PageId, bytes: &[u8]) {
         crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * bytes.len() as f64);
         assert_eq!(bytes.len(), self.page_bytes, "page reply of the wrong size");
         // SAFETY: as in copy_page; the caller holds the page lock, and the application
@@ -420,13 +420,13 @@ impl Node {
     }
 
     /// Copies the runs of a diff into this node's page `p` (the master copy, at the home).
-    fn apply_runs<'a>(&self, p: u32, runs: impl Iterator<Item = (usize, &'a [u8])>) {
+    fn apply_runs<'a>(&self, p: PageId, runs: impl Iterator<Item = (usize, &'a [u8])>) {
         let base = self.alias_ptr(p);
         for (off, bytes) in runs {
             crate::sched::charge_cost("host.diff_apply_ns_per_byte", |h, _| h.diff_apply_ns_per_byte * bytes.len() as f64);
             assert!(
                 off + bytes.len() <= self.page_bytes,
-                "diff run outside page {p}"
+                "diff run outside {p}"
             );
             // SAFETY: the run lies inside page p of the alias (asserted); exactly its bytes
             // are written, so other writers' bytes of the page are untouched.
@@ -439,7 +439,7 @@ impl Node {
     }
 
     /// Sends `msg` to `to` and waits for the reply, which is decoded from `out`'s bytes.
-    fn call<'o>(&self, to: usize, msg: &Msg<'_>, out: &'o mut Vec<u8>) -> Reply<'o> {
+    fn call<'o>(&self, to: NodeId, msg: &Msg<'_>, out: &'o mut Vec<u8>) -> Reply<'o> {
         let mut payload = Vec::new();
         msg.encode(&mut payload);
         self.call_encoded(to, msg.kind(), &payload, out)
@@ -448,28 +448,28 @@ impl Node {
     /// Like [`Node::call`], for a message already encoded (a diff from `DiffWriter`).
     fn call_encoded<'o>(
         &self,
-        to: usize,
+        to: NodeId,
         kind: u16,
         payload: &[u8],
         out: &'o mut Vec<u8>,
     ) -> Reply<'o> {
-        Clock::message(|| self.request(to, kind, payload, out))
+        Clock::message(|| self.request(to.index(), kind, payload, out))
             .unwrap_or_else(|e| Self::net_err(e));
         Reply::decode(out).unwrap_or_else(|e| {
             panic!(
-                "node {}: malformed reply from node {to} to a message of kind {kind}: {e}",
+                "node {}: malformed reply from {to} to a message of kind {kind}: {e}",
                 self.id
             )
         })
     }
 
     /// Sends a one-way message.
-    fn post(&self, to: usize, msg: &Msg<'_>) {
+    fn post(&self, to: NodeId, msg: &Msg<'_>) {
         let mut payload = Vec::new();
         msg.encode(&mut payload);
         self.check_not_finished(msg.kind());
         self.net
-            .send_via(&self.seam(), to, msg.kind(), my_slot(self), 0, &payload)
+            .send_via(&self.seam(), to.index(), msg.kind(), my_slot(self), 0, &payload)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
@@ -477,8 +477,13 @@ impl Node {
     // Homes.
     // -------------------------------------------------------------------------------
 
-    pub fn manager_of(&self, p: u32) -> usize {
-        p as usize % self.nodes
+    /// This node, as the node id that homes, holders and sharing sets name.
+    pub(crate) fn me(&self) -> NodeId {
+        NodeId::from_usize(self.id)
+    }
+
+    pub fn manager_of(&self, p: PageId) -> NodeId {
+        NodeId::from_usize(p.index() % self.nodes)
     }
 
     /// The home of `p` as far as this node knows, assigning it by first touch (through
@@ -490,24 +495,24 @@ impl Node {
     /// starts receiving the page's master copy only once it learns that it won, from the
     /// manager's answer, the replicated home word, or a request that names it home
     /// (`service.rs`, `lock_as_home`), whichever comes first.
-    fn learn_home(&self, p: u32) -> usize {
+    fn learn_home(&self, p: PageId) -> NodeId {
         if let Some(h) = self.dir.home_word(&self.net, p) {
             return self.learn_first_home(p, h);
         }
         if let Some(h) = self.pages.known_home(p) {
             return h;
         }
-        crate::testing::claiming(self.id, p);
-        let home = if self.manager_of(p) == self.id {
-            self.dir.assign_home(&self.net, p, self.id)
+        crate::testing::claiming(self.id, p.0);
+        let home = if self.manager_of(p) == self.me() {
+            self.dir.assign_home(&self.net, p, self.me())
         } else {
             let mut out = Vec::new();
             match self.call(
                 self.manager_of(p),
-                &Msg::HomeQuery { page: PageId(p) },
+                &Msg::HomeQuery { page: p },
                 &mut out,
             ) {
-                Reply::Home { home } => home.index(),
+                Reply::Home { home } => home,
                 r => panic!("node {}: unexpected reply to a home query: {r:?}", self.id),
             }
         };
@@ -523,21 +528,21 @@ impl Node {
     /// hint or the page's state names this node. A hint that names a home already wins:
     /// a stale record naming this node (its own broadcast of a home it gave away, not yet
     /// back in its replica, `home.rs`) attaches nothing.
-    fn learn_first_home(&self, p: u32, home: usize) -> usize {
-        if home == self.id && self.pages.known_home(p).is_none() {
+    fn learn_first_home(&self, p: PageId, home: NodeId) -> NodeId {
+        if home == self.me() && self.pages.known_home(p).is_none() {
             self.data_attach(p, true);
         }
         self.pages.learn_first_home(p, home)
     }
 
     /// Installs a home assignment read from a file (same on every node).
-    pub fn preset_home(&self, p: u32, home: usize) {
+    pub fn preset_home(&self, p: PageId, home: NodeId) {
         // Before the start-up barrier: no other thread of this node runs yet.
         let mut st = self.pages.try_lock(p).expect("page locked during set-up");
         self.homes_fixed.store(true, Ordering::Relaxed);
         self.pages.set_home(p, &mut st, home);
         self.dir.preset_home(&self.net, p, home);
-        if home == self.id {
+        if home == self.me() {
             self.data_attach(p, true);
         }
     }
@@ -545,7 +550,7 @@ impl Node {
     /// The pages this node is home of, for a homes file that replays them.
     pub fn own_homes(&self) -> Vec<u32> {
         (0..self.npages as u32)
-            .filter(|&p| self.pages.known_home(p) == Some(self.id))
+            .filter(|&p| self.pages.known_home(PageId(p)) == Some(self.me()))
             .collect()
     }
 
@@ -592,7 +597,9 @@ impl Node {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         self.check_not_finished(k);
-        rules::check_may_wait_on_network(self.id, |p| self.pages.known_home(p) == Some(self.id));
+        rules::check_may_wait_on_network(self.me(), |p| {
+            self.pages.known_home(p) == Some(self.me())
+        });
         self.net
             .request_via(&self.seam(), to, k, my_slot(self), payload, out)
     }

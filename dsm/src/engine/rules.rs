@@ -11,22 +11,23 @@
 //!
 //! Each thread keeps the pages whose locks it holds and whether it is inside a handler.
 
+use crate::ids::{NodeId, PageId};
 use std::cell::{Cell, RefCell};
 
 thread_local! {
-    static HELD: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<Vec<PageId>> = const { RefCell::new(Vec::new()) };
     static IN_HANDLER: Cell<u32> = const { Cell::new(0) };
 }
 
 /// The calling thread took page `p`'s lock; `processor` if it may wait for it (not a
 /// handler's `try_lock`).
-pub(super) fn locked(p: u32, processor: bool) {
+pub(super) fn locked(p: PageId, processor: bool) {
     HELD.with(|h| {
         let mut h = h.borrow_mut();
         if processor {
             assert!(
                 h.is_empty() || IN_HANDLER.with(Cell::get) > 0,
-                "a processor took the lock of page {p} while holding page {:?}'s",
+                "a processor took the lock of {p} while holding page {:?}'s",
                 h.first()
             );
         }
@@ -35,7 +36,7 @@ pub(super) fn locked(p: u32, processor: bool) {
 }
 
 /// The calling thread released page `p`'s lock.
-pub(super) fn unlocked(p: u32) {
+pub(super) fn unlocked(p: PageId) {
     HELD.with(|h| {
         let mut h = h.borrow_mut();
         let at = h
@@ -61,16 +62,16 @@ pub(super) fn in_handler<T>(f: impl FnOnce() -> T) -> T {
 
 /// Checks, before a request, that the calling thread may wait on the network: it is not in
 /// a handler, and holds no lock of a page `is_home` says this node is the home of.
-pub(super) fn check_may_wait_on_network(me: usize, is_home: impl Fn(u32) -> bool) {
+pub(super) fn check_may_wait_on_network(me: NodeId, is_home: impl Fn(PageId) -> bool) {
     assert!(
         IN_HANDLER.with(Cell::get) == 0,
-        "node {me}: a message handler sent a request"
+        "{me}: a message handler sent a request"
     );
     HELD.with(|h| {
         for &p in h.borrow().iter() {
             assert!(
                 !is_home(p),
-                "node {me}: a processor waits on the network holding the lock of page {p}, which this node is the home of"
+                "{me}: a processor waits on the network holding the lock of {p}, which this node is the home of"
             );
         }
     });
@@ -83,38 +84,38 @@ mod tests {
     #[test]
     #[should_panic(expected = "a message handler sent a request")]
     fn a_handler_may_not_send_a_request() {
-        in_handler(|| check_may_wait_on_network(0, |_| false));
+        in_handler(|| check_may_wait_on_network(NodeId(0), |_| false));
     }
 
     #[test]
     #[should_panic(expected = "which this node is the home of")]
     fn a_processor_may_not_wait_holding_a_home_page() {
-        locked(7, true);
-        check_may_wait_on_network(0, |p| p == 7);
+        locked(PageId(7), true);
+        check_may_wait_on_network(NodeId(0), |p| p == PageId(7));
     }
 
     #[test]
     fn a_processor_may_wait_holding_a_page_homed_elsewhere() {
-        locked(7, true);
-        check_may_wait_on_network(0, |p| p == 8);
-        unlocked(7);
+        locked(PageId(7), true);
+        check_may_wait_on_network(NodeId(0), |p| p == PageId(8));
+        unlocked(PageId(7));
         HELD.with(|h| assert!(h.borrow().is_empty()));
     }
 
     #[test]
     #[should_panic(expected = "while holding page")]
     fn a_processor_holds_one_page_lock() {
-        locked(1, true);
-        locked(2, true);
+        locked(PageId(1), true);
+        locked(PageId(2), true);
     }
 
     #[test]
     fn a_handler_may_try_a_second_page() {
-        locked(1, true);
+        locked(PageId(1), true);
         in_handler(|| {
-            locked(2, true);
-            unlocked(2);
+            locked(PageId(2), true);
+            unlocked(PageId(2));
         });
-        unlocked(1);
+        unlocked(PageId(1));
     }
 }

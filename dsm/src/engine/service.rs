@@ -68,7 +68,7 @@
 
 use super::{Node, PageGuard, Want};
 use crate::config::DataStrategy;
-use crate::ids::NodeId;
+use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::{Hint, PageState};
 use crate::stats::NodeCounters;
 use crate::wire::{kind, Msg, Piggyback, Reply};
@@ -78,10 +78,10 @@ use std::sync::Mutex;
 
 /// A message kept for later: its page was busy.
 struct Deferred {
-    page: u32,
+    page: PageId,
     /// The ordering class of the message (see [`order_key`]).
     key: u64,
-    from: usize,
+    from: NodeId,
     kind: u16,
     slot: u16,
     token: u32,
@@ -100,8 +100,8 @@ pub(crate) struct Service {
     /// Bumped by every page release that asks for a retry of the deferred messages.
     unlocks: AtomicUsize,
     /// The page of the fetch being served and how many other fetches of it arrived in the
-    /// same pass over the rings or wait deferred.
-    batch: Mutex<(u32, usize)>,
+    /// same pass over the rings or wait deferred (`None` before the first fetch).
+    batch: Mutex<Option<(PageId, usize)>>,
 }
 
 impl Service {
@@ -131,12 +131,10 @@ impl Service {
 
     /// Fetches of `p` waiting right now (for adaptive broadcast's "several requests at
     /// once"). Read by the serving thread, which holds the queue.
-    pub fn pending_fetches(&self, p: u32) -> usize {
-        let (page, n) = *self.batch.lock().expect("poisoned");
-        if page == p {
-            n
-        } else {
-            0
+    pub fn pending_fetches(&self, p: PageId) -> usize {
+        match *self.batch.lock().expect("poisoned") {
+            Some((page, n)) if page == p => n,
+            _ => 0,
         }
     }
 }
@@ -149,13 +147,13 @@ enum Outcome {
 }
 
 /// The page a message acts on, if it must be ordered with others for that page.
-fn page_of(m: &Msg<'_>) -> Option<u32> {
+fn page_of(m: &Msg<'_>) -> Option<PageId> {
     match *m {
         Msg::Fetch { page, .. }
         | Msg::Diff { page, .. }
         | Msg::Drop { page }
         | Msg::Recall { page }
-        | Msg::Flush { page, .. } => Some(page.0),
+        | Msg::Flush { page, .. } => Some(page),
         _ => None,
     }
 }
@@ -164,7 +162,7 @@ fn page_of(m: &Msg<'_>) -> Option<u32> {
 /// flushes, which fetches and diffs of the page wait for (module doc, "Exclusive mode
 /// away from the home") and so must not queue behind.
 fn order_key(m: &Msg<'_>) -> Option<u64> {
-    let p = page_of(m)? as u64;
+    let p = u64::from(page_of(m)?.0);
     Some(if matches!(m, Msg::Flush { .. }) {
         p | 1 << 32
     } else {
@@ -197,7 +195,7 @@ impl Node {
     /// One pass of [`Node::serve_once`] by the thread that holds the queue.
     fn serve_pass(&self, queue: &mut VecDeque<Deferred>) -> usize {
         let mut handled = 0;
-        let mut fetched: Vec<u32> = Vec::new();
+        let mut fetched: Vec<PageId> = Vec::new();
         if !queue.is_empty() {
             let mut busy: Vec<u64> = Vec::new();
             let mut i = 0;
@@ -234,12 +232,18 @@ impl Node {
                         .iter()
                         .filter(|d| d.page == p && d.kind == kind::FETCH)
                         .count();
-                *self.service.batch.lock().expect("poisoned") = (p, others);
+                *self.service.batch.lock().expect("poisoned") = Some((p, others));
                 fetched.push(p);
             }
             if queued
                 || matches!(
-                    self.handle_bytes(m.from, m.kind, m.slot, m.token, m.payload),
+                    self.handle_bytes(
+                        NodeId::from_usize(m.from),
+                        m.kind,
+                        m.slot,
+                        m.token,
+                        m.payload
+                    ),
                     Outcome::Defer
                 )
             {
@@ -247,7 +251,7 @@ impl Node {
                 queue.push_back(Deferred {
                     page: page.expect("only page messages are deferred"),
                     key: key.expect("only page messages are deferred"),
-                    from: m.from,
+                    from: NodeId::from_usize(m.from),
                     kind: m.kind,
                     slot: m.slot,
                     token: m.token,
@@ -258,36 +262,34 @@ impl Node {
         handled
     }
 
-    fn reply(&self, from: usize, slot: u16, token: u32, reply: &Reply<'_>) {
+    fn reply(&self, from: NodeId, slot: u16, token: u32, reply: &Reply<'_>) {
         let mut out = Vec::new();
         reply.encode(&mut out);
         self.net
-            .reply(from, slot, token, &out)
+            .reply(from.index(), slot, token, &out)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
-    fn handle_bytes(&self, from: usize, k: u16, slot: u16, token: u32, payload: &[u8]) -> Outcome {
+    fn handle_bytes(&self, from: NodeId, k: u16, slot: u16, token: u32, payload: &[u8]) -> Outcome {
         super::rules::in_handler(|| self.handle_message(from, k, slot, token, payload))
     }
 
     fn handle_message(
         &self,
-        from: usize,
+        from: NodeId,
         k: u16,
         slot: u16,
         token: u32,
         payload: &[u8],
     ) -> Outcome {
         let msg = Msg::decode(k, payload).unwrap_or_else(|e| {
-            panic!("node {}: malformed message from node {from}: {e}", self.id)
+            panic!("node {}: malformed message from {from}: {e}", self.id)
         });
         let answer = |r: &Reply<'_>| self.reply(from, slot, token, r);
         match msg {
             Msg::HomeQuery { page } => {
-                let home = self.dir.assign_home(&self.net, page.0, from);
-                answer(&Reply::Home {
-                    home: NodeId::from_usize(home),
-                });
+                let home = self.dir.assign_home(&self.net, page, from);
+                answer(&Reply::Home { home });
                 Outcome::Done
             }
             Msg::Fetch {
@@ -296,7 +298,7 @@ impl Node {
                 exclusive,
                 rehome,
             } => {
-                let Some(mut st) = self.lock_as_home(page.0, |h| answer(&Reply::Moved { home: h }))
+                let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
                 else {
                     return Outcome::Defer;
                 };
@@ -308,14 +310,12 @@ impl Node {
                             return Outcome::Defer;
                         }
                         assert_ne!(
-                            holder.index(),
-                            from,
-                            "node {}: page {} fetched by its exclusive holder",
-                            self.id,
-                            page.0
+                            holder, from,
+                            "node {}: {page} fetched by its exclusive holder",
+                            self.id
                         );
                         st.recalling = true;
-                        st.check(self.id);
+                        st.check(self.me());
                         answer(&Reply::Holder { holder });
                         return Outcome::Done;
                     }
@@ -324,12 +324,12 @@ impl Node {
                         exclusive,
                         rehome,
                     };
-                    self.serve_fetch(page.0, &mut st, from, want, &answer);
+                    self.serve_fetch(page, &mut st, from, want, &answer);
                 }
                 Outcome::Done
             }
             Msg::Diff { page, runs } => {
-                let Some(mut st) = self.lock_as_home(page.0, |h| answer(&Reply::Moved { home: h }))
+                let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
                 else {
                     return Outcome::Defer;
                 };
@@ -339,41 +339,41 @@ impl Node {
                         // exclusive mode: its diff follows the flush.
                         assert!(
                             st.recalling,
-                            "node {}: a diff of page {} from node {from} while node {} holds it exclusively",
-                            self.id, page.0, holder
+                            "node {}: a diff of {page} from {from} while {} holds it exclusively",
+                            self.id, holder
                         );
                         st.defer();
                         return Outcome::Defer;
                     }
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
-                        panic!("node {}: bad diff from node {from}: {e}", self.id)
+                        panic!("node {}: bad diff from {from}: {e}", self.id)
                     });
-                    self.apply_runs(page.0, runs.iter().flat_map(|r| r.ranges()));
+                    self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
                     answer(&Reply::DiffAck {
-                        meta: self.piggyback(page.0, &st),
+                        meta: self.piggyback(page, &st),
                     });
                 }
                 Outcome::Done
             }
             Msg::Drop { page } => {
-                let Some(mut st) = self.lock_as_home(page.0, |_| {
+                let Some(mut st) = self.lock_as_home(page, |_| {
                     NodeCounters::bump(&self.counters.stale_drops);
                 }) else {
                     return Outcome::Defer;
                 };
                 if let Some(mut st) = st.take() {
-                    st.sharers &= !(1u64 << from);
+                    st.sharers.remove(from);
                 }
                 Outcome::Done
             }
             Msg::Recall { page } => {
                 // At the exclusive holder (not the home). The page lock is held only by
                 // processors that do not wait for this recall to finish.
-                let Some(mut st) = self.try_lock_page(page.0) else {
+                let Some(mut st) = self.try_lock_page(page) else {
                     return Outcome::Defer;
                 };
                 let data = if st.exclusive {
-                    let data = self.end_exclusive(page.0, &mut st);
+                    let data = self.end_exclusive(page, &mut st);
                     if self.protocol.data == DataStrategy::RemoteWrite {
                         // Into the master copy now, ordered before our answer.
                         let region = self
@@ -382,7 +382,7 @@ impl Node {
                             .expect("remote-write data needs the data region");
                         self.net
                             .tx(region)
-                            .write(page.0 as u64 * self.page_bytes as u64, &data);
+                            .write(u64::from(page.0) * self.page_bytes as u64, &data);
                         Vec::new()
                     } else {
                         data
@@ -399,10 +399,10 @@ impl Node {
                 fetch,
                 data,
             } => {
-                let Some(mut st) = self.lock_as_home(page.0, |h| {
+                let Some(mut st) = self.lock_as_home(page, |h| {
                     panic!(
-                        "node {}: a flush of page {} from node {from}, whose home is node {h:?}",
-                        self.id, page.0
+                        "node {}: a flush of {page} from {from}, whose home is {h}",
+                        self.id
                     )
                 }) else {
                     return Outcome::Defer;
@@ -410,18 +410,17 @@ impl Node {
                 let Some(mut st) = st.take() else {
                     return Outcome::Done;
                 };
-                let p = page.0;
-                let holder = holder.index();
+                let p = page;
                 assert_eq!(
                     fetch,
                     from != holder,
-                    "node {}: flush of page {p} from node {from}",
+                    "node {}: flush of {p} from {from}",
                     self.id
                 );
                 if !self.apply_flush(p, &mut st, holder, data) {
                     assert!(
                         fetch && data.is_empty(),
-                        "node {}: a flush of page {p} held by node {holder}, recorded at {:?}",
+                        "node {}: a flush of {p} held by {holder}, recorded at {:?}",
                         self.id,
                         st.excl_at
                     );
@@ -430,21 +429,21 @@ impl Node {
                     // The recaller reports: the recall is over; serve its fetch.
                     assert!(
                         st.recalling,
-                        "node {}: page {p} flushed unrecalled",
+                        "node {}: {p} flushed unrecalled",
                         self.id
                     );
                     st.recalling = false;
                     self.serve_fetch(p, &mut st, from, Want::default(), &answer);
                 } else {
-                    st.check(self.id);
+                    st.check(self.me());
                     answer(&Reply::Ack);
                 }
                 Outcome::Done
             }
             Msg::Notice { pages } => {
-                self.dir.receive_notices(pages.iter().map(|p| p.0));
+                self.dir.receive_notices(pages.iter());
                 self.net
-                    .acknowledge(from, slot, token)
+                    .acknowledge(from.index(), slot, token)
                     .unwrap_or_else(|e| Self::net_err(e));
                 Outcome::Done
             }
@@ -465,24 +464,24 @@ impl Node {
     #[allow(clippy::option_option)]
     fn lock_as_home(
         &self,
-        p: u32,
+        p: PageId,
         elsewhere: impl FnOnce(NodeId),
     ) -> Option<Option<PageGuard<'_>>> {
-        match self.pages.hint(p, self.id) {
+        match self.pages.hint(p, self.me()) {
             Hint::Pending => {
                 // The processor migrating the page here holds its lock until the answer,
                 // and its release clears the mark (`set_home` or `set_pending`): marked
                 // wanted, that release retries the message; the look after the mark sees
                 // a migration that ended before it.
                 self.pages.want(p);
-                if matches!(self.pages.hint(p, self.id), Hint::Pending) {
+                if matches!(self.pages.hint(p, self.me()), Hint::Pending) {
                     None
                 } else {
                     self.lock_as_home(p, elsewhere)
                 }
             }
             Hint::Elsewhere(h) => {
-                elsewhere(NodeId::from_usize(h));
+                elsewhere(h);
                 Some(None)
             }
             Hint::Home | Hint::Unknown => {
@@ -490,15 +489,16 @@ impl Node {
                 if st.home.is_none() {
                     // The manager may have told the requester that we are home before its
                     // reply to our own claim reached us: the request itself proves it.
-                    let h = self.learn_first_home(p, self.id);
+                    let h = self.learn_first_home(p, self.me());
                     assert_eq!(
-                        h, self.id,
-                        "page {p} asked of node {} but its home is node {h}",
+                        h,
+                        self.me(),
+                        "{p} asked of node {} but its home is {h}",
                         self.id
                     );
-                    self.pages.set_home(p, &mut st, self.id);
+                    self.pages.set_home(p, &mut st, self.me());
                 }
-                if !st.at_home(self.id) {
+                if !st.at_home(self.me()) {
                     elsewhere(
                         st.home
                             .expect("a page whose home is not here has a known home"),
@@ -511,7 +511,7 @@ impl Node {
     }
 
     /// What the home piggybacks on a reply about `p`.
-    fn piggyback(&self, p: u32, st: &PageState) -> Piggyback {
+    fn piggyback(&self, p: PageId, st: &PageState) -> Piggyback {
         Piggyback {
             sharers: self.dir.sharers(&self.net, p, st),
             home_writing: st.home_writing,
@@ -525,9 +525,9 @@ impl Node {
     /// only sharer (module doc). No other node holds the page exclusively.
     fn serve_fetch(
         &self,
-        p: u32,
+        p: PageId,
         st: &mut PageGuard<'_>,
-        from: usize,
+        from: NodeId,
         want: Want,
         answer: &dyn Fn(&Reply<'_>),
     ) {
@@ -549,7 +549,7 @@ impl Node {
             self.home_stops_writing(p, st);
             NodeCounters::bump(&self.counters.exclusive_exits);
         }
-        st.sharers |= 1u64 << from;
+        st.sharers.insert(from);
         if migrate || rehome {
             // Home migration never moves a master copy in network space (2.3.5); the
             // first touch after initialization may, as first touch attaches one.
@@ -560,16 +560,16 @@ impl Node {
             // at the end, and none has fetched it since, so the requester is the only
             // sharer (a home-held set may still name nodes whose drops arrive late).
             let mut sharers = if rehome {
-                1u64 << from
+                NodeSet::only(from)
             } else {
-                self.dir.sharers(&self.net, p, st) | 1u64 << from
+                self.dir.sharers(&self.net, p, st).with(from)
             };
             if st.access == super::Access::Invalid {
-                sharers &= !(1u64 << self.id);
+                sharers.remove(self.me());
                 if rehome {
                     // This node has not mapped the page since initialization: it shares
                     // it no more, and must not hold the new home out of exclusive mode.
-                    self.dir.leave(&self.net, self.id, p);
+                    self.dir.leave(&self.net, self.me(), p);
                 }
             }
             st.rehome_ask = false;
@@ -578,9 +578,9 @@ impl Node {
             // now redirects), and the new home attaches its own before it is named.
             self.data_attach(p, false);
             self.pages.set_home(p, st, from);
-            st.sharers = 0;
+            st.sharers = NodeSet::EMPTY;
             self.dir.publish_home(&self.net, p, from);
-            st.check(self.id);
+            st.check(self.me());
             answer(&Reply::Page {
                 data: &data,
                 meta: Piggyback {
@@ -596,12 +596,12 @@ impl Node {
         if exclusive
             && !st.recalling
             && st.access == super::Access::Invalid
-            && self.dir.sharers(&self.net, p, st) & !(1u64 << from) == 0
+            && self.dir.sharers(&self.net, p, st).without(from).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
             // The only sharer: grant, with the master copy (never broadcast meanwhile).
-            st.excl_at = Some(NodeId::from_usize(from));
-            st.check(self.id);
+            st.excl_at = Some(from);
+            st.check(self.me());
             let data = self.snapshot_page(p);
             answer(&Reply::Page {
                 data: &data,
@@ -613,7 +613,7 @@ impl Node {
             return;
         }
         let data = self.broadcast_serve(p, st);
-        st.check(self.id);
+        st.check(self.me());
         answer(&Reply::Page {
             data: &data,
             meta: self.piggyback(p, st),
