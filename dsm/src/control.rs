@@ -138,6 +138,18 @@ impl Control {
         self.running.0.fetch_add(by, Ordering::Relaxed);
     }
 
+    /// The host's cores are shared with threads this block does not count (the other
+    /// ranks of an MPI job): turns the running count's rule off.
+    pub(crate) fn forget_cores(&self) {
+        self.cores.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the running count means anything: the block knows the host's cores and
+    /// counts every runtime thread that uses them.
+    pub(crate) fn cores_known(&self) -> bool {
+        self.cores.load(Ordering::Relaxed) != 0
+    }
+
     /// Whether the cluster's running threads outnumber the host's cores: a thread of the
     /// cluster (or the one a waiter waits for) then waits for a core, and a spinner holds
     /// one it needs. Ignores other programs: those show as switch-outs ([`Control::crowd`]).

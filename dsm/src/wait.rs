@@ -20,7 +20,11 @@
 //!   the host's cores. While the count does not exceed them, nobody of the cluster waits
 //!   for a core, so a wait spins on (up to `SPIN_FREE_NS`), as Cashmere's processors spin
 //!   at a barrier or for a reply: the answer is seen within a check, and no wake-up is
-//!   paid. The idle service thread ([`WaitFor::Messages`]) does the same.
+//!   paid. The idle service thread ([`WaitFor::Messages`]) does the same. An MPI rank's
+//!   block cannot count the other ranks' threads on its host, so there no wait counts
+//!   the cores as free: it spins `SPIN_CHECKS` (the idle service `IDLE_SPIN_CHECKS`),
+//!   yields, and parks, as below. (With the free spin, 4-rank random programs under two
+//!   CPU hogs ran twice as long, and one run of three hung; not diagnosed.)
 //! - **Oversubscribed** (more running threads than cores): a spinner holds a core that
 //!   another thread of the cluster needs, perhaps the one it waits for. The idle service
 //!   parks at once (the processors need the cores more; a message rings it), and a waiter
@@ -54,11 +58,13 @@
 //! [`Serve`] hook, or the idle service) counts itself in its node's doorbell as a
 //! *poller*. A sender rings the receiver's doorbell for a message only if the node has no
 //! poller ([`wake_for_message`]): the poller takes the message within `SERVE_EVERY`
-//! checks (at every check once it yields), and a ring would wake the parked service only
-//! to have it compete with the processors for a core. Nothing is lost: a poller that
-//! stops polling uncounts itself, issues a SeqCst fence, and then looks at the rings (a
-//! processor serves what it finds if it is about to park, and rings its node's doorbell if
-//! messages remain; the service's park checks for messages after its fence). The sender
+//! checks, and a ring would wake the parked service only to have it compete with the
+//! processors for a core. A thread counts only while it spins: a yield may give its core
+//! away for a time slice, so a yielder is no poller to count on (it still serves between
+//! yields). Nothing is lost: a poller that stops polling (it yields, parks, or its wait
+//! ends) uncounts itself, issues a SeqCst fence, and then looks at the rings (a processor
+//! serves what it finds unless its wait ended holding what it took, and rings its node's
+//! doorbell if messages remain; the service's park checks for messages after its fence). The sender
 //! stores the message, issues a SeqCst fence and reads the poller count: if its fence
 //! comes first, the poller's look finds the message; if the poller's does, the sender
 //! reads a count without it, and rings if nobody else polls.
@@ -332,34 +338,21 @@ impl<'a> Seam<'a> {
     /// else spins briefly and yields, checking `ready` between, serving if it polls, and
     /// stops early on a crowded host. Returns true once `ready` holds, false when the
     /// thread should park. A thread that serves (a processor) or waits for messages (the
-    /// service) counts as its node's poller meanwhile (module doc, "Pollers").
+    /// service) counts as its node's poller while it spins (module doc, "Pollers").
     fn spin_and_yield(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
-        let polls = self.serve.is_some() || what == WaitFor::Messages;
-        let bell = self.control.bell(self.node);
-        if polls {
-            bell.pollers.fetch_add(1, Ordering::SeqCst);
-        }
-        let done = self.spin_and_yield_polling(what, ready);
-        if polls {
-            bell.pollers.fetch_sub(1, Ordering::SeqCst);
-            // A sender that saw this poller did not ring: look once more for what it
-            // sent (module doc, "Pollers"). The service needs no look: its park checks
-            // for messages after its own fence.
-            if let Some(s) = self.serve {
-                fence(Ordering::SeqCst);
-                if !done {
-                    // About to park, holding nothing: serve it as any spin does.
-                    s.serve();
-                }
-                if s.has_messages() {
-                    wake(self.control, self.node);
-                }
-            }
-        }
+        let mut poller = Polling::start(self, what);
+        let done = self.spin_and_yield_polling(what, ready, &mut poller);
+        // About to park, it holds nothing and may serve; done, it may hold what it took.
+        poller.stop(!done);
         done
     }
 
-    fn spin_and_yield_polling(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
+    fn spin_and_yield_polling(
+        &self,
+        what: WaitFor,
+        ready: &mut impl FnMut() -> bool,
+        poller: &mut Polling<'_, '_>,
+    ) -> bool {
         let idle = what == WaitFor::Messages;
         if idle && self.control.oversubscribed() {
             // The node's processors need the cores: the service waits for a ring.
@@ -374,7 +367,9 @@ impl<'a> Seam<'a> {
         let mut yields = 0u32;
         // Whether the cores were free at the last look: the spin phase then lasts up to
         // `SPIN_FREE_NS`, else `SPIN_CHECKS` (`IDLE_SPIN_CHECKS` for the idle service).
-        let mut free = true;
+        // Never free where the block cannot count the threads that share the cores.
+        let known = self.control.cores_known();
+        let mut free = known;
         loop {
             if ready() {
                 return true;
@@ -396,10 +391,11 @@ impl<'a> Seam<'a> {
                     if spins >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
                         return false;
                     }
-                    free = !self.control.oversubscribed();
-                    if idle && !free {
+                    let over = self.control.oversubscribed();
+                    if idle && over {
                         return false;
                     }
+                    free = known && !over;
                     if self.control.aborted() || now - began_ns >= SPIN_FREE_NS {
                         return false;
                     }
@@ -414,8 +410,10 @@ impl<'a> Seam<'a> {
                     if idle {
                         return false;
                     }
-                    // Give the core to whoever needs it between checks.
+                    // Give the core to whoever needs it between checks. A yield may
+                    // last a time slice: a yielder is no poller a sender can count on.
                     spins = u32::MAX;
+                    poller.stop(true);
                 }
                 std::hint::spin_loop();
             } else {
@@ -423,7 +421,7 @@ impl<'a> Seam<'a> {
                 if yields > YIELD_CHECKS {
                     return false;
                 }
-                // A yielding poller serves at every check: a sender counts on it.
+                // Between yields, serve what arrived (the sender rang for it too).
                 self.serve_now();
                 let before = sys::monotonic_ns();
                 std::thread::yield_now();
@@ -459,6 +457,45 @@ impl<'a> Seam<'a> {
             f.fetch_sub(1, Ordering::SeqCst);
         }
         now_ready
+    }
+}
+
+/// A spinning thread's count as its node's poller (module doc, "Pollers"): counted from
+/// `start` to `stop` if the wait serves messages (a processor's) or waits for them (the
+/// service's).
+struct Polling<'s, 'a> {
+    seam: &'s Seam<'a>,
+    counted: bool,
+}
+
+impl<'s, 'a> Polling<'s, 'a> {
+    fn start(seam: &'s Seam<'a>, what: WaitFor) -> Self {
+        let counted = seam.serve.is_some() || what == WaitFor::Messages;
+        if counted {
+            seam.control.bell(seam.node).pollers.fetch_add(1, Ordering::SeqCst);
+        }
+        Polling { seam, counted }
+    }
+
+    /// Stops counting (once): a sender that saw this poller did not ring, so look once
+    /// more for what it sent, after a fence. A processor serves it if it may (`may_serve`:
+    /// it holds nothing) and rings its node's bell for what remains; the service needs no
+    /// look, as its park checks for messages after its own fence.
+    fn stop(&mut self, may_serve: bool) {
+        if !std::mem::take(&mut self.counted) {
+            return;
+        }
+        let seam = self.seam;
+        seam.control.bell(seam.node).pollers.fetch_sub(1, Ordering::SeqCst);
+        if let Some(s) = seam.serve {
+            fence(Ordering::SeqCst);
+            if may_serve {
+                s.serve();
+            }
+            if s.has_messages() {
+                wake(seam.control, seam.node);
+            }
+        }
     }
 }
 

@@ -273,6 +273,10 @@ impl MpiLink {
     ) -> Result<Arc<MpiLink>, NetError> {
         let comm = Comm(SimpleCommunicator::world().duplicate());
         let layout = *fabric.layout();
+        // The rank's control block counts only its own threads, and other ranks of the
+        // job may share this host's cores: the wait policy must not take the cores for
+        // free (`crate::wait`, "Policy").
+        fabric.control().forget_cores();
         let link = Arc::new(MpiLink {
             comm,
             node,
