@@ -23,8 +23,9 @@
 //!   paid. The idle service thread ([`WaitFor::Messages`]) does the same. An MPI rank's
 //!   block cannot count the other ranks' threads on its host, so there no wait counts
 //!   the cores as free: it spins `SPIN_CHECKS` (the idle service `IDLE_SPIN_CHECKS`),
-//!   yields, and parks, as below. (With the free spin, 4-rank random programs under two
-//!   CPU hogs ran twice as long, and one run of three hung; not diagnosed.)
+//!   yields, and parks, as below, and no thread counts as a poller (its arrivals ring
+//!   from its progress thread anyway). (With the free spin, 4-rank random programs under
+//!   two CPU hogs ran twice as long, and one run of three hung; not diagnosed.)
 //! - **Oversubscribed** (more running threads than cores): a spinner holds a core that
 //!   another thread of the cluster needs, perhaps the one it waits for. The idle service
 //!   parks at once (the processors need the cores more; a message rings it), and a waiter
@@ -421,8 +422,9 @@ impl<'a> Seam<'a> {
                 if yields > YIELD_CHECKS {
                     return false;
                 }
-                // Between yields, serve what arrived (the sender rang for it too).
-                self.serve_now();
+                if yields % SERVE_EVERY == 0 {
+                    self.serve_now();
+                }
                 let before = sys::monotonic_ns();
                 std::thread::yield_now();
                 let now = sys::monotonic_ns();
@@ -470,7 +472,10 @@ struct Polling<'s, 'a> {
 
 impl<'s, 'a> Polling<'s, 'a> {
     fn start(seam: &'s Seam<'a>, what: WaitFor) -> Self {
-        let counted = seam.serve.is_some() || what == WaitFor::Messages;
+        // Where the block does not see the whole host (an MPI rank, whose arrivals ring
+        // from its progress thread anyway), the policy is the plain one: nobody counts.
+        let counted =
+            (seam.serve.is_some() || what == WaitFor::Messages) && seam.control.cores_known();
         if counted {
             seam.control.bell(seam.node).pollers.fetch_add(1, Ordering::SeqCst);
         }
