@@ -140,6 +140,7 @@ impl Control {
 
     /// The host's cores are shared with threads this block does not count (the other
     /// ranks of an MPI job): turns the running count's rule off.
+    #[cfg(feature = "mpi")]
     pub(crate) fn forget_cores(&self) {
         self.cores.store(0, Ordering::Relaxed);
     }
