@@ -105,7 +105,7 @@ impl Node {
             if st.recalling {
                 st.release_unchanged();
                 self.seam()
-                    .until_flagged(WaitFor::Flush { page: p.0 }, &self.flush_waiters, || {
+                    .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
                         self.look_at_page(p, |s| s.excl_at.is_none())
                             .unwrap_or(true)
                     })

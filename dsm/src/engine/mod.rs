@@ -325,7 +325,7 @@ impl Node {
         if st.is_none() {
             self.seam()
                 .until_flagged(
-                    WaitFor::PageLock { page: p.0 },
+                    WaitFor::PageLock { page: p },
                     self.pages.lock_waiters(p),
                     || {
                         st = self.pages.try_lock(p);
