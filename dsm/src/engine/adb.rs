@@ -62,8 +62,8 @@ impl Node {
             .ack_via(&self.seam())
             .unwrap_or_else(|e| Self::net_err(e));
         assert!(
-            self.dir.sharers(&self.net, p, st).contains(self.me()),
-            "node {}: looking up a broadcast copy of {p} before its join is in its replica",
+            self.dir.sharers(&self.net, p, st).contains(self.id),
+            "{}: looking up a broadcast copy of {p} before its join is in its replica",
             self.id
         );
         let mut buf = vec![0u8; self.page_bytes];
