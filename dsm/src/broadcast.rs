@@ -575,9 +575,11 @@ mod tests {
         assert!(!publish(&c[0], 2, &patterned(1)));
         // A page sharing the slot evicts it; then p is published again, evicting it back.
         let (net, b) = &c[0];
-        assert_eq!(b.publish_evicting(net, PageId(6), b.epoch(net, PageId(6)), &patterned(2)), Some(true));
+        let tag = b.epoch(net, PageId(6));
+        assert_eq!(b.publish_evicting(net, PageId(6), tag, &patterned(2)), Some(true));
         assert_eq!(lookup(&c[1], 0, 2), None);
-        assert_eq!(b.publish_evicting(net, PageId(2), b.epoch(net, PageId(2)), &patterned(1)), Some(true));
+        let tag = b.epoch(net, PageId(2));
+        assert_eq!(b.publish_evicting(net, PageId(2), tag, &patterned(1)), Some(true));
         c[1].1.note_modified(&c[1].0, PageId(2));
         assert!(publish(&c[0], 2, &patterned(3)));
         assert!(!publish(&c[0], 2, &patterned(3)));
