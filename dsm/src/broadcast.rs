@@ -133,6 +133,7 @@
 
 #[cfg(doc)]
 use crate::net::Rx;
+use crate::ids::{NodeId, PageId};
 use crate::net::{Backing, Net, NetError, Region, MC_PAGE_BYTES};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -153,7 +154,7 @@ const NO_EPOCH: u64 = u64::MAX;
 pub(crate) struct Broadcast {
     buffers: Region,
     epochs: Region,
-    node: usize,
+    node: NodeId,
     nodes: usize,
     npages: usize,
     page_bytes: usize,
@@ -180,7 +181,7 @@ pub(crate) struct Broadcast {
 struct OwnSlot {
     /// Last `seq` transmitted; even, 0 before the first publication.
     seq: u64,
-    page: Option<u32>,
+    page: Option<PageId>,
     tag: u64,
 }
 
@@ -242,7 +243,7 @@ impl Broadcast {
         Ok(Broadcast {
             buffers,
             epochs,
-            node: net.node(),
+            node: NodeId::from_usize(net.node()),
             nodes,
             npages,
             page_bytes,
@@ -260,11 +261,11 @@ impl Broadcast {
     }
 
     /// At the home, on a fetch request for `p`; `pending` = other fetches of p waiting right now. True if the page should be broadcast now.
-    pub fn note_request(&self, p: u32, pending: usize) -> bool {
+    pub fn note_request(&self, p: PageId, pending: usize) -> bool {
         self.check_page(p);
         let now = self.interval.load(Ordering::Relaxed);
         let mut requests = self.requests.lock().expect("poisoned");
-        let r = &mut requests[p as usize];
+        let r = &mut requests[p.index()];
         if r.interval != now {
             r.previous = if r.interval + 1 == now { r.this } else { 0 };
             r.this = 0;
@@ -281,7 +282,7 @@ impl Broadcast {
 
     /// At the home: the epoch to tag a copy with; read it BEFORE copying the master.
     /// [`NO_EPOCH`] if the counters kept changing: the copy is then not published.
-    pub fn epoch(&self, net: &Net, p: u32) -> u64 {
+    pub fn epoch(&self, net: &Net, p: PageId) -> u64 {
         self.check_net(net);
         self.check_page(p);
         (0..SNAPSHOT_TRIES)
@@ -294,13 +295,19 @@ impl Broadcast {
     /// the slot already holds a valid copy of p, or because `tag` is already out of date
     /// (no reader would accept the copy).
     #[cfg(test)]
-    pub fn publish(&self, net: &Net, p: u32, tag: u64, data: &[u8]) -> bool {
+    pub fn publish(&self, net: &Net, p: PageId, tag: u64, data: &[u8]) -> bool {
         self.publish_evicting(net, p, tag, data).is_some()
     }
 
     /// [`Broadcast::publish`], saying what it did: `None` if skipped, else whether the
     /// slot held a copy of another page, which this publication evicted (slot reuse).
-    pub fn publish_evicting(&self, net: &Net, p: u32, tag: u64, data: &[u8]) -> Option<bool> {
+    pub fn publish_evicting(
+        &self,
+        net: &Net,
+        p: PageId,
+        tag: u64,
+        data: &[u8],
+    ) -> Option<bool> {
         self.check_net(net);
         self.check_page(p);
         assert_eq!(
@@ -308,7 +315,7 @@ impl Broadcast {
             self.page_bytes,
             "published page has the wrong size"
         );
-        let mut slot = self.own[p as usize % self.slots_per_node]
+        let mut slot = self.own[p.index() % self.slots_per_node]
             .lock()
             .expect("poisoned");
         let now = self.epoch(net, p);
@@ -319,14 +326,14 @@ impl Broadcast {
         // Before the first transmit: from now on a node may hold a copy of p it did not
         // fetch from us (the caller holds p's page lock, as the home's release does when
         // it asks `may_have_copies`).
-        self.published[p as usize].store(true, Ordering::Relaxed);
+        self.published[p.index()].store(true, Ordering::Relaxed);
         let at = self.slot_at(self.node, p);
         let tx = net.tx(self.buffers);
         let odd = slot.seq + 1;
         tx.write_u64(at + SEQ, odd);
         // No receiver may see the new header or data without the odd `seq` before them.
         fence(Ordering::Release);
-        tx.write_u64(at + PAGE, p as u64 + 1);
+        tx.write_u64(at + PAGE, u64::from(p.0) + 1);
         tx.write_u64(at + TAG, tag);
         tx.write(at + HEADER_BYTES, data);
         tx.write_u64(at + SEQ, odd + 1);
@@ -341,15 +348,15 @@ impl Broadcast {
     /// At the home: whether a copy of p may have been published, so that another node may
     /// hold one it did not fetch from us (see "Copies the home's release must reach").
     /// Ask it under p's page lock.
-    pub fn may_have_copies(&self, p: u32) -> bool {
+    pub fn may_have_copies(&self, p: PageId) -> bool {
         self.check_page(p);
-        self.published[p as usize].load(Ordering::Relaxed)
+        self.published[p.index()].load(Ordering::Relaxed)
     }
 
     /// Whether `home`'s slot for p holds a whole copy of p (of any epoch) in this node's
     /// receive memory now: if not, [`Broadcast::lookup`] would miss, and a reader need not
     /// order its snapshot after its join first (see "The reader's join").
-    pub fn holds(&self, net: &Net, home: usize, p: u32) -> bool {
+    pub fn holds(&self, net: &Net, home: NodeId, p: PageId) -> bool {
         self.check_net(net);
         self.check_page(p);
         if home == self.node {
@@ -357,17 +364,21 @@ impl Broadcast {
         }
         let at = self.slot_at(home, p);
         let rx = net.rx(self.buffers);
-        rx.load_u64(at + SEQ) % 2 == 0 && rx.load_u64(at + PAGE) == p as u64 + 1
+        rx.load_u64(at + SEQ) % 2 == 0 && rx.load_u64(at + PAGE) == u64::from(p.0) + 1
     }
 
     /// Before fetching p from `home`: copies a valid broadcast copy into `out` (len
     /// page_bytes). True on a hit; on a miss `out` may have been overwritten. The home
     /// itself always misses: it has the master. The caller has joined p's sharing set and
     /// that join has landed in its own replica of the directory (see "The reader's join").
-    pub fn lookup(&self, net: &Net, home: usize, p: u32, out: &mut [u8]) -> bool {
+    pub fn lookup(&self, net: &Net, home: NodeId, p: PageId, out: &mut [u8]) -> bool {
         self.check_net(net);
         self.check_page(p);
-        assert!(home < self.nodes, "home {home} out of range");
+        assert!(
+            home.index() < self.nodes,
+            "home {} out of range",
+            home.index()
+        );
         assert_eq!(
             out.len(),
             self.page_bytes,
@@ -379,7 +390,7 @@ impl Broadcast {
         let at = self.slot_at(home, p);
         let rx = net.rx(self.buffers);
         let seq = rx.load_u64(at + SEQ);
-        if seq % 2 == 1 || rx.load_u64(at + PAGE) != p as u64 + 1 {
+        if seq % 2 == 1 || rx.load_u64(at + PAGE) != u64::from(p.0) + 1 {
             return false;
         }
         let tag = rx.load_u64(at + TAG);
@@ -397,7 +408,7 @@ impl Broadcast {
     /// completes. The increment lands with the network's latency (at once under the wall
     /// clock); a releaser's acknowledge request before it reads the sharers puts it in
     /// every replica, its own included.
-    pub fn note_modified(&self, net: &Net, p: u32) {
+    pub fn note_modified(&self, net: &Net, p: PageId) {
         self.check_net(net);
         self.check_page(p);
         let at = self.counter_at(p, self.node);
@@ -405,13 +416,13 @@ impl Broadcast {
         // Our own count, as we last wrote it: the broadcast comes back to our replica
         // only with the network's latency (later under the modeled clock), so the
         // replica is no base for an increment.
-        let count = self.own_counts[p as usize].load(Ordering::Relaxed).wrapping_add(1);
-        self.own_counts[p as usize].store(count, Ordering::Relaxed);
+        let count = self.own_counts[p.index()].load(Ordering::Relaxed).wrapping_add(1);
+        self.own_counts[p.index()].store(count, Ordering::Relaxed);
         net.tx(self.epochs).write_u32(at, count);
     }
 
     /// The sum of `p`'s counters if two reads of them agree (see "Epochs" in the module doc).
-    fn snapshot(&self, net: &Net, p: u32) -> Option<u64> {
+    fn snapshot(&self, net: &Net, p: PageId) -> Option<u64> {
         let rx = net.rx(self.epochs);
         // Every count from the replica, our own included: a snapshot is a prefix of the
         // network's total order only so (see "Epochs"). A releaser's own increment is in
@@ -420,29 +431,30 @@ impl Broadcast {
         // for the page lock the releaser holds until then.
         let sum = || -> u64 {
             (0..self.nodes)
-                .map(|n| rx.load_u32(self.counter_at(p, n)) as u64)
+                .map(|n| rx.load_u32(self.counter_at(p, NodeId::from_usize(n))) as u64)
                 .sum()
         };
         let first = sum();
         (sum() == first).then_some(first)
     }
 
-    fn slot_at(&self, home: usize, p: u32) -> u64 {
-        (home * self.slots_per_node + p as usize % self.slots_per_node) as u64 * self.slot_stride
+    fn slot_at(&self, home: NodeId, p: PageId) -> u64 {
+        let slot = home.index() * self.slots_per_node + p.index() % self.slots_per_node;
+        slot as u64 * self.slot_stride
     }
 
-    fn counter_at(&self, p: u32, node: usize) -> u64 {
-        (p as u64 * self.nodes as u64 + node as u64) * 4
+    fn counter_at(&self, p: PageId, node: NodeId) -> u64 {
+        (u64::from(p.0) * self.nodes as u64 + node.index() as u64) * 4
     }
 
-    fn check_page(&self, p: u32) {
-        assert!((p as usize) < self.npages, "page {p} out of range");
+    fn check_page(&self, p: PageId) {
+        assert!(p.index() < self.npages, "{p} out of range");
     }
 
     fn check_net(&self, net: &Net) {
         debug_assert_eq!(
             net.node(),
-            self.node,
+            self.node.index(),
             "Broadcast used with another node's Net"
         );
     }
@@ -486,14 +498,14 @@ mod tests {
 
     fn publish(node: &(Net, Broadcast), p: u32, data: &[u8]) -> bool {
         let (net, b) = node;
-        let tag = b.epoch(net, p);
-        b.publish(net, p, tag, data)
+        let tag = b.epoch(net, PageId(p));
+        b.publish(net, PageId(p), tag, data)
     }
 
-    fn lookup(node: &(Net, Broadcast), home: usize, p: u32) -> Option<Vec<u8>> {
+    fn lookup(node: &(Net, Broadcast), home: u16, p: u32) -> Option<Vec<u8>> {
         let (net, b) = node;
         let mut out = vec![0; PAGE_BYTES];
-        b.lookup(net, home, p, &mut out).then_some(out)
+        b.lookup(net, NodeId(home), PageId(p), &mut out).then_some(out)
     }
 
     #[test]
@@ -515,12 +527,12 @@ mod tests {
         let data = patterned(1);
         assert!(publish(&c[0], 3, &data));
         assert!(lookup(&c[1], 0, 3).is_some());
-        let before = c[0].1.epoch(&c[0].0, 3);
-        c[2].1.note_modified(&c[2].0, 3);
-        assert_eq!(c[0].1.epoch(&c[0].0, 3), before + 1);
+        let before = c[0].1.epoch(&c[0].0, PageId(3));
+        c[2].1.note_modified(&c[2].0, PageId(3));
+        assert_eq!(c[0].1.epoch(&c[0].0, PageId(3)), before + 1);
         assert_eq!(lookup(&c[1], 0, 3), None);
         // Other pages keep their epoch, and a fresh copy is valid again.
-        assert_eq!(c[1].1.epoch(&c[1].0, 2), 0);
+        assert_eq!(c[1].1.epoch(&c[1].0, PageId(2)), 0);
         let fresh = patterned(2);
         assert!(publish(&c[0], 3, &fresh));
         assert_eq!(lookup(&c[1], 0, 3).as_deref(), Some(&fresh[..]));
@@ -531,10 +543,10 @@ mod tests {
         let c = cluster(3, 8, 4);
         let (net, b) = &c[0];
         // The home reads the epoch and its master, then a releaser's increment lands.
-        let tag = b.epoch(net, 4);
-        c[1].1.note_modified(&c[1].0, 4);
+        let tag = b.epoch(net, PageId(4));
+        c[1].1.note_modified(&c[1].0, PageId(4));
         assert!(
-            !b.publish(net, 4, tag, &patterned(3)),
+            !b.publish(net, PageId(4), tag, &patterned(3)),
             "stale copy published"
         );
         assert_eq!(lookup(&c[2], 0, 4), None);
@@ -546,7 +558,7 @@ mod tests {
         let data = patterned(9);
         assert!(publish(&c[0], 6, &data));
         let (net, b) = &c[0];
-        let at = b.slot_at(0, 6);
+        let at = b.slot_at(NodeId(0), PageId(6));
         // One publication: seq went 1 (writing) then 2 (done).
         assert_eq!(c[1].0.rx(c[1].1.buffers).load_u64(at + SEQ), 2);
         // The home starts rewriting the slot: the copy is no longer used.
@@ -563,10 +575,12 @@ mod tests {
         assert!(!publish(&c[0], 2, &patterned(1)));
         // A page sharing the slot evicts it; then p is published again, evicting it back.
         let (net, b) = &c[0];
-        assert_eq!(b.publish_evicting(net, 6, b.epoch(net, 6), &patterned(2)), Some(true));
+        let tag = b.epoch(net, PageId(6));
+        assert_eq!(b.publish_evicting(net, PageId(6), tag, &patterned(2)), Some(true));
         assert_eq!(lookup(&c[1], 0, 2), None);
-        assert_eq!(b.publish_evicting(net, 2, b.epoch(net, 2), &patterned(1)), Some(true));
-        c[1].1.note_modified(&c[1].0, 2);
+        let tag = b.epoch(net, PageId(2));
+        assert_eq!(b.publish_evicting(net, PageId(2), tag, &patterned(1)), Some(true));
+        c[1].1.note_modified(&c[1].0, PageId(2));
         assert!(publish(&c[0], 2, &patterned(3)));
         assert!(!publish(&c[0], 2, &patterned(3)));
     }
@@ -576,27 +590,27 @@ mod tests {
         let c = cluster(1, 8, 4);
         let b = &c[0].1;
         // Interval 0. A first request alone does not broadcast; a second one does.
-        assert!(!b.note_request(0, 0));
-        assert!(b.note_request(0, 0));
+        assert!(!b.note_request(PageId(0), 0));
+        assert!(b.note_request(PageId(0), 0));
         // Other fetches of the page waiting at the same time.
-        assert!(b.note_request(1, 2));
+        assert!(b.note_request(PageId(1), 2));
         // Pages 2 and 4 are requested three times, page 5 twice.
         for p in [2, 4] {
-            assert!(!b.note_request(p, 0));
-            assert!(b.note_request(p, 0));
-            assert!(b.note_request(p, 0));
+            assert!(!b.note_request(PageId(p), 0));
+            assert!(b.note_request(PageId(p), 0));
+            assert!(b.note_request(PageId(p), 0));
         }
-        assert!(!b.note_request(5, 0));
-        assert!(b.note_request(5, 0));
+        assert!(!b.note_request(PageId(5), 0));
+        assert!(b.note_request(PageId(5), 0));
         b.new_interval();
         // Interval 1: more than twice in the previous interval broadcasts at once.
-        assert!(b.note_request(2, 0));
-        assert!(!b.note_request(5, 0));
-        assert!(!b.note_request(3, 0));
+        assert!(b.note_request(PageId(2), 0));
+        assert!(!b.note_request(PageId(5), 0));
+        assert!(!b.note_request(PageId(3), 0));
         b.new_interval();
         b.new_interval();
         // Interval 3: three requests two intervals ago no longer count.
-        assert!(!b.note_request(4, 0));
+        assert!(!b.note_request(PageId(4), 0));
     }
 
     #[test]
@@ -627,7 +641,7 @@ mod tests {
                 let (net, b) = &c[0];
                 for g in 1..=GENERATIONS {
                     let p = (g % 2) as u32;
-                    b.note_modified(net, p);
+                    b.note_modified(net, PageId(p));
                     assert!(publish(&c[0], p, &page_of(g)), "generation {g} skipped");
                 }
                 done.store(true, Ordering::Release);

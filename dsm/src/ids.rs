@@ -1,11 +1,13 @@
 //! Newtypes for the identifiers the protocol passes around, so a page index can never be
 //! handed where a node is expected. Their invariants are stated on each type.
 
-//! The wire codec, the engine, the page table and the directory pass pages and nodes as
-//! these types, and sharing sets as [`NodeSet`]s. Bare numbers remain where a page or a
-//! node indexes an array (`index()`), in the codec's and the directory's words, and at
-//! the layers the engine calls with them (the transport, the wait seam, adaptive
-//! broadcast).
+//! The wire codec, the engine (its `Node::id` too), the page table, the directory, adaptive
+//! broadcast and the wait seam's page waits pass pages and nodes as these types, and
+//! sharing sets as [`NodeSet`]s. Bare numbers remain where a page or a node indexes an
+//! array (`index()`), in the codec's and the directory's words, at the transport (`Net`,
+//! `Node::request`'s `to`, receiver masks as `u64`), in the scheduler's activities and the
+//! launcher's reports, in the public API (`Proc::node`, the test hooks' `PageHook`), and
+//! in a node's outcome (the pages it is home of, as the homes file names them).
 
 use std::fmt;
 

@@ -53,6 +53,7 @@
 //! every processor has finished, the services are released to the wall-clock policy.
 
 use crate::control::Control;
+use crate::ids::PageId;
 use crate::platform::HostCosts;
 use crate::profile::Profile;
 use std::cell::{Cell, RefCell};
@@ -133,10 +134,10 @@ pub(crate) enum WaitFor {
     /// Acknowledgements of a request of `kind` sent to `nodes` nodes at once.
     Acks { kind: u16, nodes: usize },
     /// A page's lock, held by another processor of this node.
-    PageLock { page: u32 },
+    PageLock { page: PageId },
     /// The flush that ends a recall of a page this node is the home of (non-home
     /// exclusive mode), recalled by another processor or node.
-    Flush { page: u32 },
+    Flush { page: PageId },
     /// Every transfer this node sent to have landed (an acknowledge request).
     Landed,
     /// The end of a run under MPI: every rank's result (at rank 0), or rank 0's verdict.
@@ -158,8 +159,8 @@ impl std::fmt::Display for WaitFor {
                     "acknowledgements of kind-{kind} requests from {nodes} nodes"
                 )
             }
-            WaitFor::PageLock { page } => write!(f, "the lock of page {page}"),
-            WaitFor::Flush { page } => write!(f, "the flush that ends the recall of page {page}"),
+            WaitFor::PageLock { page } => write!(f, "the lock of {page}"),
+            WaitFor::Flush { page } => write!(f, "the flush that ends the recall of {page}"),
             WaitFor::Landed => write!(f, "this node's transfers to land (an acknowledge request)"),
             WaitFor::SyncWord { what, id } => write!(f, "{what} {id}"),
             WaitFor::LocalLock { id } => write!(f, "the node-local lock of lock {id}"),
@@ -1022,5 +1023,20 @@ impl Drop for Activity {
         if let Some((s, id)) = CURRENT.with(|c| c.borrow_mut().take()) {
             s.exit(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_waits_read_as_before_the_page_was_typed() {
+        let p = PageId(5);
+        assert_eq!(WaitFor::PageLock { page: p }.to_string(), "the lock of page 5");
+        assert_eq!(
+            WaitFor::Flush { page: p }.to_string(),
+            "the flush that ends the recall of page 5"
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 pub use crate::sys::{process_exists, raise_kill, raise_stop};
 
+use crate::ids::{NodeId, PageId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
@@ -24,13 +25,13 @@ pub fn set_claim_hook(hook: Option<PageHook>) {
 }
 
 /// Called by the engine before it claims `page` for `node`.
-pub(crate) fn claiming(node: usize, page: u32) {
+pub(crate) fn claiming(node: NodeId, page: PageId) {
     if !CLAIM_ARMED.load(Ordering::Acquire) {
         return;
     }
     let hook = *CLAIM_HOOK.read().unwrap_or_else(|e| e.into_inner());
     if let Some(hook) = hook {
-        hook(node, page as usize);
+        hook(node.index(), page.index());
     }
 }
 

@@ -437,7 +437,7 @@ impl Proc {
     }
 
     pub fn node(&self) -> usize {
-        self.node.id
+        self.node.id.index()
     }
 
     pub fn nodes(&self) -> usize {

@@ -33,7 +33,11 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
     }));
     match outcome {
         Ok(Ok(())) => true,
-        Ok(Err(msg)) => crate::launch::fail_from_fault_handler(node.net.fabric(), node.id, &msg),
+        Ok(Err(msg)) => crate::launch::fail_from_fault_handler(
+            node.net.fabric(),
+            node.id.index(),
+            &msg,
+        ),
         Err(_) if node.net.aborted() => {
             // The cluster is going down: let the access proceed on whatever the page holds;
             // the processor's next runtime call unwinds with the abort message.
@@ -50,7 +54,7 @@ fn on_fault(ctx: usize, access: sys::FaultAccess) -> bool {
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
             crate::launch::fail_from_fault_handler(
                 node.net.fabric(),
-                node.id,
+                node.id.index(),
                 &format!(
                     "protocol failure in a fault handler: {}",
                     msg.unwrap_or_default()
@@ -169,7 +173,8 @@ where
         counters: counters_now(&node),
         region_counters: region.counted(),
         elapsed_ns,
-        homes: node.own_homes(),
+        // The outcome carries bare page numbers, as the homes file does.
+        homes: node.own_homes().into_iter().map(|p| p.0).collect(),
     };
     let bytes = serde_json::to_vec(&outcome).map_err(|e| e.to_string())?;
     drop(node);
@@ -357,11 +362,11 @@ impl Run<'_> {
                 let node = Arc::clone(node);
                 let sched = self.sched.clone();
                 std::thread::Builder::new()
-                    .name(format!("dsm-service-{}", node.id))
+                    .name(format!("dsm-service-{}", node.id.index()))
                     .spawn_scoped(s, move || {
                         let _activity = sched
                             .as_ref()
-                            .map(|s| crate::sched::Activity::start(s, node.id, None));
+                            .map(|s| crate::sched::Activity::start(s, node.id.index(), None));
                         // Wall clock: the wait policy counts the threads that want cores.
                         let _running = sched.is_none().then(|| node.net.running());
                         node.serve()
@@ -371,7 +376,7 @@ impl Run<'_> {
             let handles: Vec<_> = (0..self.cfg.procs_per_node)
                 .map(|local| {
                     std::thread::Builder::new()
-                        .name(format!("dsm-proc-{}-{local}", node.id))
+                        .name(format!("dsm-proc-{}-{local}", node.id.index()))
                         .spawn_scoped(s, move || self.processor(local, body))
                         .expect("cannot start a processor thread")
                 })
@@ -419,10 +424,10 @@ impl Run<'_> {
         let activity = self
             .sched
             .as_ref()
-            .map(|s| crate::sched::Activity::start(s, node.id, Some(local)));
+            .map(|s| crate::sched::Activity::start(s, node.id.index(), Some(local)));
         let _running = self.sched.is_none().then(|| node.net.running());
         let p = Proc {
-            id: node.id * node.procs + local,
+            id: node.id.index() * node.procs + local,
             local,
             node: Arc::clone(node),
             region: Arc::clone(self.region),
@@ -438,7 +443,7 @@ impl Run<'_> {
                 // anyone else can stop on it.
                 crate::launch::record_failure(
                     p.node.net.fabric(),
-                    p.node.id,
+                    p.node.id.index(),
                     &crate::launch::panic_message(payload.as_ref()),
                 );
                 std::panic::resume_unwind(payload);
@@ -453,7 +458,7 @@ impl Run<'_> {
         (
             ProcReport {
                 id: p.id,
-                node: p.node.id,
+                node: p.node.id.index(),
                 breakdown: timed.map_or(run_breakdown, |t| t.breakdown),
                 run_breakdown,
                 timed,
@@ -471,7 +476,7 @@ impl SyncHost for Node {
         &self.net
     }
     fn node(&self) -> usize {
-        self.id
+        self.id.index()
     }
     fn nodes(&self) -> usize {
         self.nodes

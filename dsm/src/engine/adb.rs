@@ -33,10 +33,10 @@ impl Node {
             // The copy into the reply is the transfer (charged as wire time).
             return self.snapshot_page(p);
         };
-        let tag = b.epoch(&self.net, p.0);
+        let tag = b.epoch(&self.net, p);
         let data = self.snapshot_page(p);
-        if b.note_request(p.0, self.service.pending_fetches(p)) {
-            if let Some(evicted) = b.publish_evicting(&self.net, p.0, tag, &data) {
+        if b.note_request(p, self.service.pending_fetches(p)) {
+            if let Some(evicted) = b.publish_evicting(&self.net, p, tag, &data) {
                 NodeCounters::bump(&self.counters.pages_broadcast);
                 if evicted {
                     NodeCounters::bump(&self.counters.broadcast_evictions);
@@ -52,7 +52,7 @@ impl Node {
         let Some(b) = &self.regions.broadcast else {
             return false;
         };
-        if !b.holds(&self.net, home.index(), p.0) {
+        if !b.holds(&self.net, home, p) {
             return false;
         }
         // Join before snapshot (`crate::broadcast`, "The reader's join"): the snapshot in
@@ -62,12 +62,12 @@ impl Node {
             .ack_via(&self.seam())
             .unwrap_or_else(|e| Self::net_err(e));
         assert!(
-            self.dir.sharers(&self.net, p, st).contains(self.me()),
-            "node {}: looking up a broadcast copy of {p} before its join is in its replica",
+            self.dir.sharers(&self.net, p, st).contains(self.id),
+            "{}: looking up a broadcast copy of {p} before its join is in its replica",
             self.id
         );
         let mut buf = vec![0u8; self.page_bytes];
-        if !b.lookup(&self.net, home.index(), p.0, &mut buf) {
+        if !b.lookup(&self.net, home, p, &mut buf) {
             return false;
         }
         self.install_page(p, &buf);
@@ -82,7 +82,7 @@ impl Node {
         self.regions
             .broadcast
             .as_ref()
-            .is_some_and(|b| b.may_have_copies(p.0))
+            .is_some_and(|b| b.may_have_copies(p))
     }
 
     /// At the home's release of `p`, under its page lock: the nodes to notify, `sharers`
@@ -98,7 +98,7 @@ impl Node {
     /// A release modified `p`: invalidate its broadcast copies.
     pub(super) fn broadcast_modified(&self, p: PageId) {
         if let Some(b) = &self.regions.broadcast {
-            b.note_modified(&self.net, p.0);
+            b.note_modified(&self.net, p);
         }
     }
 

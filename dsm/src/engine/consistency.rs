@@ -27,10 +27,10 @@ impl Node {
             if !st.dirty {
                 continue;
             }
-            let (sharers, home) = if st.at_home(self.me()) {
+            let (sharers, home) = if st.at_home(self.id) {
                 self.home_stops_writing(p, &mut st);
                 let sharers = self.dir.sharers(&self.net, p, &st);
-                (self.broadcast_notice_targets(p, sharers), self.me())
+                (self.broadcast_notice_targets(p, sharers), self.id)
             } else {
                 self.protector.set(p, Access::Read);
                 st.access = Access::Read;
@@ -39,7 +39,7 @@ impl Node {
                 let sharers = self.send_diff(p, &mut st, &twin);
                 (sharers, st.home_node())
             };
-            st.check(self.me());
+            st.check(self.id);
             drop(st);
             noticed.push((p, sharers.without(home)));
         }
@@ -52,7 +52,7 @@ impl Node {
     pub(super) fn send_notices(&self, noticed: &[(PageId, NodeSet)]) {
         let mut per_node: Vec<Vec<PageId>> = vec![Vec::new(); self.nodes];
         for &(p, sharers) in noticed {
-            for n in sharers.without(self.me()).iter() {
+            for n in sharers.without(self.id).iter() {
                 per_node[n.index()].push(p);
             }
         }
@@ -85,7 +85,7 @@ impl Node {
         // One acquire at a time per node: notices are taken node-wide, so a second acquirer
         // must not return before the first has invalidated what it took.
         let _one = self.serialize(&self.acquiring, "acquire");
-        let (pages, all) = self.dir.take_notices(&self.net, self.me());
+        let (pages, all) = self.dir.take_notices(&self.net, self.id);
         if all {
             for p in (0..self.npages as u32).map(PageId) {
                 self.invalidate(p);
@@ -98,11 +98,11 @@ impl Node {
     }
 
     pub(super) fn invalidate(&self, p: PageId) {
-        if self.pages.known_home(p) == Some(self.me()) {
+        if self.pages.known_home(p) == Some(self.id) {
             return; // the home keeps the master copy (checked again under the lock)
         }
         let mut st = self.lock_page(p);
-        if st.access == Access::Invalid || st.at_home(self.me()) {
+        if st.access == Access::Invalid || st.at_home(self.id) {
             return;
         }
         if st.exclusive {
@@ -114,14 +114,14 @@ impl Node {
                 st.home_node(),
                 &Msg::Flush {
                     page: p,
-                    holder: self.me(),
+                    holder: self.id,
                     fetch: false,
                     data: &data,
                 },
                 &mut out,
             ) {
                 Reply::Ack => {}
-                r => panic!("node {}: unexpected reply to a flush: {r:?}", self.id),
+                r => panic!("{}: unexpected reply to a flush: {r:?}", self.id),
             }
             NodeCounters::bump(&self.counters.flushes_before_drop);
         }
@@ -141,7 +141,7 @@ impl Node {
         }
         self.protector.set(p, Access::Invalid);
         st.access = Access::Invalid;
-        st.check(self.me());
+        st.check(self.id);
         // Leave the sharing set while still holding the page lock: otherwise another
         // processor of this node could fault the page back in, and its join could reach
         // the directory before our leave, leaving the node out of the set while it holds

@@ -50,8 +50,8 @@ impl Node {
         let receiving = self.net.receives(&data, u64::from(p.0) * self.page_bytes as u64);
         assert_eq!(
             receiving,
-            st.at_home(self.me()),
-            "node {}: {p} {} remote writes to its master copy while its home is {:?}: {st:?}",
+            st.at_home(self.id),
+            "{}: {p} {} remote writes to its master copy while its home is {:?}: {st:?}",
             self.id,
             if receiving {
                 "receives"
@@ -136,7 +136,7 @@ impl Node {
                                 );
                                 self.pages.set_home(p, st, to);
                             }
-                            r => panic!("node {}: unexpected reply to a diff: {r:?}", self.id),
+                            r => panic!("{}: unexpected reply to a diff: {r:?}", self.id),
                         }
                     }
                     first = false;

@@ -28,7 +28,7 @@ impl Node {
         let mut out = Vec::new();
         match self.call(holder, &Msg::Recall { page: p }, &mut out) {
             Reply::Flushed { data } => data.to_vec(),
-            r => panic!("node {}: unexpected reply to a recall: {r:?}", self.id),
+            r => panic!("{}: unexpected reply to a recall: {r:?}", self.id),
         }
     }
 
@@ -62,12 +62,12 @@ impl Node {
     /// This node (not `p`'s home) leaves exclusive mode: write-protects the page and
     /// returns its contents for the master copy. The caller holds the page lock.
     pub(super) fn end_exclusive(&self, p: PageId, st: &mut PageState) -> Vec<u8> {
-        debug_assert!(st.exclusive && !st.at_home(self.me()));
+        debug_assert!(st.exclusive && !st.at_home(self.id));
         self.protector.set(p, Access::Read);
         st.access = Access::Read;
         st.exclusive = false;
         NodeCounters::bump(&self.counters.exclusive_exits);
-        st.check(self.me());
+        st.check(self.id);
         self.snapshot_page(p)
     }
 
@@ -76,8 +76,8 @@ impl Node {
     /// (for write notices) otherwise; the directory's
     /// "home is writing" bit is set either way.
     pub(super) fn home_starts_writing(&self, p: PageId, st: &mut PageGuard<'_>) {
-        self.dir.join(&self.net, self.me(), p, st);
-        if self.dir.sharers(&self.net, p, st).without(self.me()).is_empty()
+        self.dir.join(&self.net, self.id, p, st);
+        if self.dir.sharers(&self.net, p, st).without(self.id).is_empty()
             && !self.broadcast_copies_may_exist(p)
         {
             st.exclusive = true;
@@ -87,7 +87,7 @@ impl Node {
             self.dirty.lock().expect("poisoned").push(p);
         }
         st.home_writing = true;
-        self.dir.set_home_writing(&self.net, self.me(), p, true);
+        self.dir.set_home_writing(&self.net, self.id, p, true);
         // The home writes the master copy in place from now on: copies broadcast before
         // (2.3.6) become invalid now, not only when it stops (an exclusive page may never
         // be released, and a page whose readers all dropped it goes exclusive).
@@ -105,6 +105,6 @@ impl Node {
         st.dirty = false;
         st.exclusive = false;
         st.home_writing = false;
-        self.dir.set_home_writing(&self.net, self.me(), p, false);
+        self.dir.set_home_writing(&self.net, self.id, p, false);
     }
 }

@@ -66,7 +66,7 @@ impl Node {
                 ..Want::default()
             },
         );
-        st.check(self.me());
+        st.check(self.id);
     }
 
     /// Makes an invalid page readable: at the home, just map the master copy; elsewhere,
@@ -75,8 +75,8 @@ impl Node {
     /// granted exclusive mode.
     pub(super) fn map_in(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let mut granted = false;
-        if st.at_home(self.me()) {
-            self.dir.join(&self.net, self.me(), p, st);
+        if st.at_home(self.id) {
+            self.dir.join(&self.net, self.id, p, st);
         } else {
             granted = self.fetch(p, st, want);
         }
@@ -99,13 +99,13 @@ impl Node {
     pub(super) fn lock_for_fault(&self, p: PageId) -> PageGuard<'_> {
         loop {
             let mut st = self.lock_page(p);
-            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.me())) else {
+            let Some(holder) = st.excl_at.filter(|_| st.at_home(self.id)) else {
                 return st;
             };
             if st.recalling {
                 st.release_unchanged();
                 self.seam()
-                    .until_flagged(WaitFor::Flush { page: p.0 }, &self.flush_waiters, || {
+                    .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
                         self.look_at_page(p, |s| s.excl_at.is_none())
                             .unwrap_or(true)
                     })
@@ -113,21 +113,21 @@ impl Node {
                 continue;
             }
             st.recalling = true;
-            st.check(self.me());
+            st.check(self.id);
             drop(st);
             let data = self.recall(p, holder);
             let mut st = self.lock_page(p);
             assert!(
                 st.recalling,
-                "node {}: {p}'s recall ended by another",
+                "{}: {p}'s recall ended by another",
                 self.id
             );
             if !self.apply_flush(p, &mut st, holder, &data) {
                 // The holder flushed the page itself (it dropped it) before our recall.
-                assert!(data.is_empty(), "node {}: {p} flushed twice", self.id);
+                assert!(data.is_empty(), "{}: {p} flushed twice", self.id);
             }
             st.recalling = false;
-            st.check(self.me());
+            st.check(self.id);
             return st;
         }
     }
@@ -140,7 +140,7 @@ impl Node {
         }
         let rehome = self.take_rehome(&mut st);
         let mut granted = false;
-        let migrate = !st.at_home(self.me()) && self.may_migrate(p, &st);
+        let migrate = !st.at_home(self.id) && self.may_migrate(p, &st);
         if migrate || rehome {
             // A write fault away from the home: ask the home to move here (2.3.5), or,
             // on this node's first touch since initialization, to move here if no node
@@ -159,7 +159,7 @@ impl Node {
             };
         } else if st.access == Access::Invalid {
             // Away from the home, ask to write the page exclusively (section 2.2).
-            let exclusive = !st.at_home(self.me()) && self.may_hold_exclusive();
+            let exclusive = !st.at_home(self.id) && self.may_hold_exclusive();
             granted = self.map_in(
                 p,
                 &mut st,
@@ -168,9 +168,9 @@ impl Node {
                     ..Want::default()
                 },
             );
-        } else if !st.at_home(self.me())
+        } else if !st.at_home(self.id)
             && self.may_hold_exclusive()
-            && self.dir.sole_sharer(&self.net, p, self.me())
+            && self.dir.sole_sharer(&self.net, p, self.id)
         {
             // A clean copy, and the replicated directory says no other node (the home
             // included) shares the page: ask for it exclusively. The grant brings the
@@ -184,7 +184,7 @@ impl Node {
                 },
             );
         }
-        if st.at_home(self.me()) {
+        if st.at_home(self.id) {
             self.home_starts_writing(p, &mut st);
         } else if granted {
             // The only sharer: no twin, no dirty-list entry, no notices until the home
@@ -196,11 +196,11 @@ impl Node {
             NodeCounters::bump(&self.counters.twins);
             st.dirty = true;
             self.dirty.lock().expect("poisoned").push(p);
-            self.dir.join(&self.net, self.me(), p, &mut st);
+            self.dir.join(&self.net, self.id, p, &mut st);
         }
         self.protector.set(p, Access::Write);
         st.access = Access::Write;
-        st.check(self.me());
+        st.check(self.id);
     }
 
     /// Fetches `p` from its home into this node's copy, following the home if it has
@@ -222,14 +222,14 @@ impl Node {
         // Replicated directory: announce ourselves before asking, so that a release at
         // the home that misses our entry happened before our fetch was served.
         if need_data {
-            self.dir.join(&self.net, self.me(), p, st);
+            self.dir.join(&self.net, self.id, p, st);
         }
         let mut out = Vec::with_capacity(self.page_bytes + 64);
         // The holder and page of a recall we owe the home (it waits for our flush).
         let mut flush: Option<(NodeId, Vec<u8>)> = None;
         loop {
-            let Some(home) = st.home.filter(|&h| h != self.me()) else {
-                panic!("node {}: fetching {p} with home {:?}", self.id, st.home);
+            let Some(home) = st.home.filter(|&h| h != self.id) else {
+                panic!("{}: fetching {p} with home {:?}", self.id, st.home);
             };
             if need_data
                 && !migrate
@@ -281,7 +281,7 @@ impl Node {
                     NodeCounters::bump(&self.counters.page_transfers);
                     assert!(
                         !rehomed || (migrated && rehome),
-                        "node {}: {p} rehomed here unasked",
+                        "{}: {p} rehomed here unasked",
                         self.id
                     );
                     if migrated {
@@ -299,15 +299,15 @@ impl Node {
                     }
                     assert!(
                         !granted || (exclusive && flush.is_none()),
-                        "node {}: {p} granted exclusively unasked",
+                        "{}: {p} granted exclusively unasked",
                         self.id
                     );
                     return granted;
                 }
                 Reply::Holder { holder } => {
                     assert!(
-                        !migrate && flush.is_none() && holder != self.me(),
-                        "node {}: {p} answered with holder {holder:?} (migrate {migrate})",
+                        !migrate && flush.is_none() && holder != self.id,
+                        "{}: {p} answered with holder {holder:?} (migrate {migrate})",
                         self.id
                     );
                     let data = self.recall(p, holder);
@@ -328,7 +328,7 @@ impl Node {
                     NodeCounters::bump(&self.counters.redirects);
                     assert_ne!(to, home, "{home} redirected {p} to itself");
                     self.pages.set_home(p, st, to);
-                    if to == self.me() {
+                    if to == self.id {
                         // The home moved here meanwhile: only our own request can do
                         // that, and we hold the lock, so this is a protocol error.
                         for l in crate::page::TRACE
@@ -340,12 +340,12 @@ impl Node {
                             eprintln!("{l}");
                         }
                         panic!(
-                            "node {}: {p} redirected to this node by {home} (migrate: {migrate}, state {:?})",
+                            "{}: {p} redirected to this node by {home} (migrate: {migrate}, state {:?})",
                             self.id, **st
                         );
                     }
                 }
-                r => panic!("node {}: unexpected reply to a fetch: {r:?}", self.id),
+                r => panic!("{}: unexpected reply to a fetch: {r:?}", self.id),
             }
             need_data = need_data || st.access == Access::Invalid;
         }
@@ -357,8 +357,8 @@ impl Node {
     /// hint names it home, and the old home detached its own before it answered.
     pub(super) fn become_home(&self, p: PageId, st: &mut PageGuard<'_>, sharers: NodeSet) {
         self.data_attach(p, true);
-        self.pages.set_home(p, st, self.me());
-        st.sharers = sharers.with(self.me());
+        self.pages.set_home(p, st, self.id);
+        st.sharers = sharers.with(self.id);
         st.home_writing = false;
         if st.access == Access::Write {
             unreachable!("a node migrates a page home only from a write fault");
@@ -367,6 +367,6 @@ impl Node {
             self.protector.set(p, Access::Read);
             st.access = Access::Read;
         }
-        self.dir.join(&self.net, self.me(), p, st);
+        self.dir.join(&self.net, self.id, p, st);
     }
 }

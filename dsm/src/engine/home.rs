@@ -54,7 +54,7 @@ impl Node {
     /// ask the home to move here. At the home, its own first touch keeps the page (no
     /// other node may take it from now on). The caller holds the page lock.
     pub(super) fn take_rehome(&self, st: &mut PageState) -> bool {
-        if st.at_home(self.me()) {
+        if st.at_home(self.id) {
             st.rehome_grant = false;
             st.rehome_ask = false;
             false
@@ -82,11 +82,11 @@ impl Node {
             return;
         }
         for p in (0..self.npages as u32).map(PageId) {
-            if self.pages.known_home(p) == Some(self.me()) {
+            if self.pages.known_home(p) == Some(self.id) {
                 let mut st = self.lock_page(p);
                 assert!(
-                    st.at_home(self.me()) && !st.dirty,
-                    "node {}: {p} changed at the end of initialization: {:?}",
+                    st.at_home(self.id) && !st.dirty,
+                    "{}: {p} changed at the end of initialization: {:?}",
                     self.id,
                     *st
                 );
@@ -102,12 +102,12 @@ impl Node {
                 }
                 st.rehome_grant = true;
                 st.rehome_ask = false;
-                st.check(self.me());
+                st.check(self.id);
                 continue;
             }
             self.invalidate(p);
             let mut st = self.lock_page(p);
-            st.rehome_ask = !st.at_home(self.me());
+            st.rehome_ask = !st.at_home(self.id);
         }
     }
 }

@@ -24,7 +24,7 @@ impl Node {
         match self.protocol.metadata {
             MetadataStrategy::Replicated => {
                 for &(n, pages) in targets {
-                    if !self.dir.send_notices(&self.net, self.me(), n, pages) {
+                    if !self.dir.send_notices(&self.net, self.id, n, pages) {
                         NodeCounters::bump(&self.counters.notice_overflows);
                     }
                 }
@@ -60,7 +60,7 @@ impl Node {
     /// This node dropped its copy of `p`: leave the sharing set.
     pub(super) fn leave(&self, p: PageId, st: &PageState) {
         match self.protocol.metadata {
-            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.me(), p),
+            MetadataStrategy::Replicated => self.dir.leave(&self.net, self.id, p),
             // One-way: the ring is FIFO, so a later fetch from us arrives after it. If the
             // home has moved meanwhile, the old home drops the message: the new home's set
             // then still names us, which costs a needless notice, never a missed one.
@@ -97,8 +97,8 @@ impl Node {
             let batch: Vec<(usize, &[u8])> =
                 payloads.iter().map(|(to, p)| (*to, p.as_slice())).collect();
             self.check_not_finished(kind::NOTICE);
-            super::rules::check_may_wait_on_network(self.me(), |q| {
-                self.pages.known_home(q) == Some(self.me())
+            super::rules::check_may_wait_on_network(self.id, |q| {
+                self.pages.known_home(q) == Some(self.id)
             });
             Clock::message(|| {
                 self.net

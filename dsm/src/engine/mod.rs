@@ -129,7 +129,8 @@ pub(crate) struct Regions {
 
 /// One node's engine.
 pub(crate) struct Node {
-    pub id: usize,
+    /// This node, as homes, holders and sharing sets name it.
+    pub id: NodeId,
     pub nodes: usize,
     pub procs: usize,
     pub page_bytes: usize,
@@ -286,7 +287,7 @@ impl Node {
         let nodes = net.nodes();
         let npages = heap_used.div_ceil(page_bytes);
         Node {
-            id,
+            id: NodeId::from_usize(id),
             nodes,
             procs,
             page_bytes,
@@ -325,7 +326,7 @@ impl Node {
         if st.is_none() {
             self.seam()
                 .until_flagged(
-                    WaitFor::PageLock { page: p.0 },
+                    WaitFor::PageLock { page: p },
                     self.pages.lock_waiters(p),
                     || {
                         st = self.pages.try_lock(p);
@@ -365,7 +366,7 @@ impl Node {
     }
 
     fn refresh_home(&self, p: PageId, st: &mut PageState) {
-        if st.at_home(self.me()) {
+        if st.at_home(self.id) {
             return; // the home is the authority on its own pages
         }
         let known = match self.dir.home_word(&self.net, p) {
@@ -373,7 +374,7 @@ impl Node {
             None => self.pages.known_home(p),
         };
         if let Some(h) = known {
-            if st.home != Some(h) && (h != self.me() || st.home.is_none()) {
+            if st.home != Some(h) && (h != self.id || st.home.is_none()) {
                 if st.home.is_none() {
                     // First touch, won by this node (or another) meanwhile.
                     self.learn_first_home(p, h);
@@ -457,7 +458,7 @@ impl Node {
             .unwrap_or_else(|e| Self::net_err(e));
         Reply::decode(out).unwrap_or_else(|e| {
             panic!(
-                "node {}: malformed reply from {to} to a message of kind {kind}: {e}",
+                "{}: malformed reply from {to} to a message of kind {kind}: {e}",
                 self.id
             )
         })
@@ -476,11 +477,6 @@ impl Node {
     // -------------------------------------------------------------------------------
     // Homes.
     // -------------------------------------------------------------------------------
-
-    /// This node, as the node id that homes, holders and sharing sets name.
-    pub(crate) fn me(&self) -> NodeId {
-        NodeId::from_usize(self.id)
-    }
 
     pub fn manager_of(&self, p: PageId) -> NodeId {
         NodeId::from_usize(p.index() % self.nodes)
@@ -502,9 +498,9 @@ impl Node {
         if let Some(h) = self.pages.known_home(p) {
             return h;
         }
-        crate::testing::claiming(self.id, p.0);
-        let home = if self.manager_of(p) == self.me() {
-            self.dir.assign_home(&self.net, p, self.me())
+        crate::testing::claiming(self.id, p);
+        let home = if self.manager_of(p) == self.id {
+            self.dir.assign_home(&self.net, p, self.id)
         } else {
             let mut out = Vec::new();
             match self.call(
@@ -513,7 +509,7 @@ impl Node {
                 &mut out,
             ) {
                 Reply::Home { home } => home,
-                r => panic!("node {}: unexpected reply to a home query: {r:?}", self.id),
+                r => panic!("{}: unexpected reply to a home query: {r:?}", self.id),
             }
         };
         self.learn_first_home(p, home)
@@ -529,7 +525,7 @@ impl Node {
     /// a stale record naming this node (its own broadcast of a home it gave away, not yet
     /// back in its replica, `home.rs`) attaches nothing.
     fn learn_first_home(&self, p: PageId, home: NodeId) -> NodeId {
-        if home == self.me() && self.pages.known_home(p).is_none() {
+        if home == self.id && self.pages.known_home(p).is_none() {
             self.data_attach(p, true);
         }
         self.pages.learn_first_home(p, home)
@@ -542,15 +538,16 @@ impl Node {
         self.homes_fixed.store(true, Ordering::Relaxed);
         self.pages.set_home(p, &mut st, home);
         self.dir.preset_home(&self.net, p, home);
-        if home == self.me() {
+        if home == self.id {
             self.data_attach(p, true);
         }
     }
 
     /// The pages this node is home of, for a homes file that replays them.
-    pub fn own_homes(&self) -> Vec<u32> {
+    pub fn own_homes(&self) -> Vec<PageId> {
         (0..self.npages as u32)
-            .filter(|&p| self.pages.known_home(PageId(p)) == Some(self.me()))
+            .map(PageId)
+            .filter(|&p| self.pages.known_home(p) == Some(self.id))
             .collect()
     }
 
@@ -582,7 +579,7 @@ impl Node {
     fn check_not_finished(&self, k: u16) {
         assert!(
             !self.finished.load(Ordering::Acquire),
-            "node {}: a message of kind {k} sent after the run's final barrier",
+            "{}: a message of kind {k} sent after the run's final barrier",
             self.id
         );
     }
@@ -597,8 +594,8 @@ impl Node {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         self.check_not_finished(k);
-        rules::check_may_wait_on_network(self.me(), |p| {
-            self.pages.known_home(p) == Some(self.me())
+        rules::check_may_wait_on_network(self.id, |p| {
+            self.pages.known_home(p) == Some(self.id)
         });
         self.net
             .request_via(&self.seam(), to, k, my_slot(self), payload, out)
@@ -616,7 +613,7 @@ impl Node {
                 // Modeled time: what the service handled was taken from a processor of
                 // this node that was computing (Cashmere polls; there is no service thread).
                 if let (Some(b), Some(e)) = (began, crate::sched::now()) {
-                    crate::sched::steal(self.id, e.saturating_sub(b));
+                    crate::sched::steal(self.id.index(), e.saturating_sub(b));
                 }
                 continue;
             }

@@ -283,7 +283,7 @@ impl Node {
         payload: &[u8],
     ) -> Outcome {
         let msg = Msg::decode(k, payload).unwrap_or_else(|e| {
-            panic!("node {}: malformed message from {from}: {e}", self.id)
+            panic!("{}: malformed message from {from}: {e}", self.id)
         });
         let answer = |r: &Reply<'_>| self.reply(from, slot, token, r);
         match msg {
@@ -311,11 +311,11 @@ impl Node {
                         }
                         assert_ne!(
                             holder, from,
-                            "node {}: {page} fetched by its exclusive holder",
+                            "{}: {page} fetched by its exclusive holder",
                             self.id
                         );
                         st.recalling = true;
-                        st.check(self.me());
+                        st.check(self.id);
                         answer(&Reply::Holder { holder });
                         return Outcome::Done;
                     }
@@ -339,14 +339,14 @@ impl Node {
                         // exclusive mode: its diff follows the flush.
                         assert!(
                             st.recalling,
-                            "node {}: a diff of {page} from {from} while {} holds it exclusively",
+                            "{}: a diff of {page} from {from} while {} holds it exclusively",
                             self.id, holder
                         );
                         st.defer();
                         return Outcome::Defer;
                     }
                     runs.check(self.page_bytes).unwrap_or_else(|e| {
-                        panic!("node {}: bad diff from {from}: {e}", self.id)
+                        panic!("{}: bad diff from {from}: {e}", self.id)
                     });
                     self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
                     answer(&Reply::DiffAck {
@@ -401,7 +401,7 @@ impl Node {
             } => {
                 let Some(mut st) = self.lock_as_home(page, |h| {
                     panic!(
-                        "node {}: a flush of {page} from {from}, whose home is {h}",
+                        "{}: a flush of {page} from {from}, whose home is {h}",
                         self.id
                     )
                 }) else {
@@ -414,13 +414,13 @@ impl Node {
                 assert_eq!(
                     fetch,
                     from != holder,
-                    "node {}: flush of {p} from {from}",
+                    "{}: flush of {p} from {from}",
                     self.id
                 );
                 if !self.apply_flush(p, &mut st, holder, data) {
                     assert!(
                         fetch && data.is_empty(),
-                        "node {}: a flush of {p} held by {holder}, recorded at {:?}",
+                        "{}: a flush of {p} held by {holder}, recorded at {:?}",
                         self.id,
                         st.excl_at
                     );
@@ -429,13 +429,13 @@ impl Node {
                     // The recaller reports: the recall is over; serve its fetch.
                     assert!(
                         st.recalling,
-                        "node {}: {p} flushed unrecalled",
+                        "{}: {p} flushed unrecalled",
                         self.id
                     );
                     st.recalling = false;
                     self.serve_fetch(p, &mut st, from, Want::default(), &answer);
                 } else {
-                    st.check(self.me());
+                    st.check(self.id);
                     answer(&Reply::Ack);
                 }
                 Outcome::Done
@@ -467,14 +467,14 @@ impl Node {
         p: PageId,
         elsewhere: impl FnOnce(NodeId),
     ) -> Option<Option<PageGuard<'_>>> {
-        match self.pages.hint(p, self.me()) {
+        match self.pages.hint(p, self.id) {
             Hint::Pending => {
                 // The processor migrating the page here holds its lock until the answer,
                 // and its release clears the mark (`set_home` or `set_pending`): marked
                 // wanted, that release retries the message; the look after the mark sees
                 // a migration that ended before it.
                 self.pages.want(p);
-                if matches!(self.pages.hint(p, self.me()), Hint::Pending) {
+                if matches!(self.pages.hint(p, self.id), Hint::Pending) {
                     None
                 } else {
                     self.lock_as_home(p, elsewhere)
@@ -489,16 +489,16 @@ impl Node {
                 if st.home.is_none() {
                     // The manager may have told the requester that we are home before its
                     // reply to our own claim reached us: the request itself proves it.
-                    let h = self.learn_first_home(p, self.me());
+                    let h = self.learn_first_home(p, self.id);
                     assert_eq!(
                         h,
-                        self.me(),
-                        "{p} asked of node {} but its home is {h}",
+                        self.id,
+                        "{p} asked of {} but its home is {h}",
                         self.id
                     );
-                    self.pages.set_home(p, &mut st, self.me());
+                    self.pages.set_home(p, &mut st, self.id);
                 }
-                if !st.at_home(self.me()) {
+                if !st.at_home(self.id) {
                     elsewhere(
                         st.home
                             .expect("a page whose home is not here has a known home"),
@@ -565,11 +565,11 @@ impl Node {
                 self.dir.sharers(&self.net, p, st).with(from)
             };
             if st.access == super::Access::Invalid {
-                sharers.remove(self.me());
+                sharers.remove(self.id);
                 if rehome {
                     // This node has not mapped the page since initialization: it shares
                     // it no more, and must not hold the new home out of exclusive mode.
-                    self.dir.leave(&self.net, self.me(), p);
+                    self.dir.leave(&self.net, self.id, p);
                 }
             }
             st.rehome_ask = false;
@@ -580,7 +580,7 @@ impl Node {
             self.pages.set_home(p, st, from);
             st.sharers = NodeSet::EMPTY;
             self.dir.publish_home(&self.net, p, from);
-            st.check(self.me());
+            st.check(self.id);
             answer(&Reply::Page {
                 data: &data,
                 meta: Piggyback {
@@ -601,7 +601,7 @@ impl Node {
         {
             // The only sharer: grant, with the master copy (never broadcast meanwhile).
             st.excl_at = Some(from);
-            st.check(self.me());
+            st.check(self.id);
             let data = self.snapshot_page(p);
             answer(&Reply::Page {
                 data: &data,
@@ -613,7 +613,7 @@ impl Node {
             return;
         }
         let data = self.broadcast_serve(p, st);
-        st.check(self.me());
+        st.check(self.id);
         answer(&Reply::Page {
             data: &data,
             meta: self.piggyback(p, st),
