@@ -355,86 +355,80 @@ impl<'a> Seam<'a> {
         poller: &mut Polling<'_, '_>,
     ) -> bool {
         let idle = what == WaitFor::Messages;
-        if idle && self.control.oversubscribed() {
-            // The node's processors need the cores: the service waits for a ring.
-            return ready();
-        }
         let began_ns = sys::monotonic_ns();
         // The clock at the last look, 0 before the first: a wait that ends within
         // `LOOK_EVERY` checks (a lock's loopback) never reads it.
         let mut looked_ns = 0;
-        // Spinning (1..), then yielding: the checks of each phase.
+        // The checks of the spin phase, and how many it may make as of the last look.
         let mut spins = 0u32;
-        let mut yields = 0u32;
-        // Whether the cores were free at the last look: the spin phase then lasts up to
-        // `SPIN_FREE_NS`, else `SPIN_CHECKS` (`IDLE_SPIN_CHECKS` for the idle service).
-        // Never free where the block cannot count the threads that share the cores.
-        let known = self.control.cores_known();
-        let mut free = known;
-        loop {
+        let mut limit = self.spin_limit(idle);
+        while spins < limit {
             if ready() {
                 return true;
             }
-            if spins < u32::MAX {
-                spins += 1;
-                if spins % SERVE_EVERY == 0 {
-                    self.serve_now();
-                    // Serving is work, not a switch-out: the next look starts afresh.
-                    looked_ns = 0;
-                }
-                if spins % LOOK_EVERY == 0 {
-                    let now = sys::monotonic_ns();
-                    if looked_ns != 0 && now - looked_ns >= SWITCHED_OUT_NS {
-                        // The kernel gave this spinner's core to another thread.
-                        self.control.crowd(now, CROWDED_FOR_NS);
-                        return false;
-                    }
-                    if spins >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
-                        return false;
-                    }
-                    let over = self.control.oversubscribed();
-                    if idle && over {
-                        return false;
-                    }
-                    free = known && !over;
-                    if self.control.aborted() || now - began_ns >= SPIN_FREE_NS {
-                        return false;
-                    }
-                    looked_ns = now;
-                }
-                let limit = match (free, idle) {
-                    (true, _) => u32::MAX - 1,
-                    (false, true) => IDLE_SPIN_CHECKS,
-                    (false, false) => SPIN_CHECKS,
-                };
-                if spins >= limit {
-                    if idle {
-                        return false;
-                    }
-                    // Give the core to whoever needs it between checks. A yield may
-                    // last a time slice: a yielder is no poller a sender can count on.
-                    spins = u32::MAX;
-                    poller.stop(true);
-                }
-                std::hint::spin_loop();
-            } else {
-                yields += 1;
-                if yields > YIELD_CHECKS {
-                    return false;
-                }
-                if yields % SERVE_EVERY == 0 {
-                    self.serve_now();
-                }
-                let before = sys::monotonic_ns();
-                std::thread::yield_now();
+            spins += 1;
+            if spins % SERVE_EVERY == 0 {
+                self.serve_now();
+                // Serving is work, not a switch-out: the next look starts afresh.
+                looked_ns = 0;
+            }
+            if spins % LOOK_EVERY == 0 {
                 let now = sys::monotonic_ns();
-                if now - before >= SWITCHED_OUT_NS {
-                    // The yield let another thread run for a while: it is better woken
-                    // by the event than handed the core back and forth.
+                if looked_ns != 0 && now - looked_ns >= SWITCHED_OUT_NS {
+                    // The kernel gave this spinner's core to another thread.
                     self.control.crowd(now, CROWDED_FOR_NS);
                     return false;
                 }
+                if spins >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
+                    return false;
+                }
+                if self.control.aborted() || now - began_ns >= SPIN_FREE_NS {
+                    return false;
+                }
+                limit = self.spin_limit(idle);
+                looked_ns = now;
             }
+            std::hint::spin_loop();
+        }
+        if idle {
+            return ready();
+        }
+        // Give the core to whoever needs it between checks. A yield may last a time
+        // slice: a yielder is no poller a sender can count on.
+        poller.stop(true);
+        for check in 1..=YIELD_CHECKS {
+            if ready() {
+                return true;
+            }
+            if check % SERVE_EVERY == 0 {
+                self.serve_now();
+            }
+            let before = sys::monotonic_ns();
+            std::thread::yield_now();
+            let now = sys::monotonic_ns();
+            if now - before >= SWITCHED_OUT_NS {
+                // The yield let another thread run for a while: it is better woken by
+                // the event than handed the core back and forth.
+                self.control.crowd(now, CROWDED_FOR_NS);
+                return false;
+            }
+        }
+        false
+    }
+
+    /// How many checks a wait spins before it yields (a processor) or parks (the idle
+    /// service), as the cores stand now (module doc, "Policy"): without end while the
+    /// cluster's running threads fit them (`SPIN_FREE_NS` ends it), `SPIN_CHECKS` when
+    /// they do not (none for the idle service), and the plain policy's counts where the
+    /// block cannot count the threads that share the cores (an MPI rank).
+    fn spin_limit(&self, idle: bool) -> u32 {
+        if !self.control.cores_known() {
+            return if idle { IDLE_SPIN_CHECKS } else { SPIN_CHECKS };
+        }
+        match (self.control.oversubscribed(), idle) {
+            (false, _) => u32::MAX,
+            (true, true) => 0,
+            (true, false) => SPIN_CHECKS,
         }
     }
 
@@ -856,35 +850,40 @@ mod tests {
         assert_eq!(*lock.try_lock(&seam).unwrap(), 3 * rounds);
     }
 
+    /// Runs a wait for `what` on `f`'s node 0 until it parks, and returns how many times it
+    /// checked its condition by then; then lets it end (its condition holds, and it is
+    /// woken) and checks that it did.
+    fn checks_before_parking(f: &Control, what: WaitFor) -> u32 {
+        let go = AtomicBool::new(false);
+        let checks = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                Seam::new(f, 0).until(what, || {
+                    checks.fetch_add(1, Ordering::SeqCst);
+                    go.load(Ordering::SeqCst)
+                })
+            });
+            while f.bell(0).parked.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            let before = checks.load(Ordering::SeqCst);
+            go.store(true, Ordering::SeqCst);
+            wake(f, 0);
+            waiter.join().unwrap().unwrap();
+            before
+        })
+    }
+
     #[test]
     fn a_wait_on_a_crowded_host_parks_after_a_few_checks_and_is_woken() {
         let f = fabric();
         // Crowded for an hour: longer than any run of this test.
         f.crowd(sys::monotonic_ns(), 3_600_000_000_000);
-        let go = AtomicBool::new(false);
-        let checks = AtomicU32::new(0);
-        std::thread::scope(|s| {
-            let waiter = s.spawn(|| {
-                Seam::new(&f, 0).until(WaitFor::LocalLock { id: 0 }, || {
-                    checks.fetch_add(1, Ordering::SeqCst);
-                    go.load(Ordering::SeqCst)
-                })
-            });
-            // Until the waiter is registered as parked: it parks without a yield phase.
-            while f.bell(0).parked.load(Ordering::SeqCst) == 0 {
-                std::hint::spin_loop();
-            }
-            // Its spin and the park's own check (module doc, "no lost wake-up"): 65, and
-            // two more for each park timeout since. Uncrowded it parks after 4,000.
-            assert!(
-                checks.load(Ordering::SeqCst) < SPIN_CHECKS,
-                "a crowded wait made {} checks before it parked",
-                checks.load(Ordering::SeqCst)
-            );
-            go.store(true, Ordering::SeqCst);
-            wake(&f, 0);
-            waiter.join().unwrap().unwrap();
-        });
+        // Until the waiter is registered as parked (it parks without a yield phase): its
+        // spin and the park's own check (module doc, "no lost wake-up"): 65, and two more
+        // for each park timeout since. Uncrowded it parks after 4,000.
+        let checks = checks_before_parking(&f, WaitFor::LocalLock { id: 0 });
+        assert!(checks < SPIN_CHECKS, "a crowded wait made {checks} checks before it parked");
     }
 
     #[test]
@@ -965,28 +964,12 @@ mod tests {
         // More running threads than cores.
         f.count_running(cores + 1);
         assert!(f.oversubscribed());
-        let checks = AtomicU32::new(0);
-        let go = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let service = s.spawn(|| {
-                Seam::new(&f, 0).until(WaitFor::Messages, || {
-                    checks.fetch_add(1, Ordering::SeqCst);
-                    go.load(Ordering::SeqCst)
-                })
-            });
-            while f.bell(0).parked.load(Ordering::SeqCst) == 0 {
-                std::hint::spin_loop();
-            }
-            // The look on entry and the park's own check, and two more per park timeout.
-            assert!(
-                checks.load(Ordering::SeqCst) < LOOK_EVERY,
-                "an idle service made {} checks on an oversubscribed host",
-                checks.load(Ordering::SeqCst)
-            );
-            go.store(true, Ordering::SeqCst);
-            wake(&f, 0);
-            service.join().unwrap().unwrap();
-        });
+        // The look on entry and the park's own check, and two more per park timeout.
+        let checks = checks_before_parking(&f, WaitFor::Messages);
+        assert!(
+            checks < LOOK_EVERY,
+            "an idle service made {checks} checks on an oversubscribed host"
+        );
         f.count_running(-(cores + 1));
         assert!(!f.oversubscribed());
     }
