@@ -138,11 +138,14 @@ impl Control {
         self.running.0.fetch_add(by, Ordering::Relaxed);
     }
 
-    /// The host's cores are shared with threads this block does not count (the other
-    /// ranks of an MPI job): turns the running count's rule off.
+    /// The host's cores are shared with `ranks` processes alike, whose threads this
+    /// block does not count (the ranks of an MPI job on this host): the block counts its
+    /// own threads against its share of the cores, and turns the running count's rule off
+    /// (0) if the share is less than one core.
     #[cfg(feature = "mpi")]
-    pub(crate) fn forget_cores(&self) {
-        self.cores.store(0, Ordering::Relaxed);
+    pub(crate) fn share_cores(&self, ranks: usize) {
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get()) / ranks.max(1);
+        self.cores.store(cores.min(u32::MAX as usize) as u32, Ordering::Relaxed);
     }
 
     /// Whether the running count means anything: the block knows the host's cores and
@@ -157,6 +160,15 @@ impl Control {
     pub(crate) fn oversubscribed(&self) -> bool {
         let cores = self.cores.load(Ordering::Relaxed);
         cores != 0 && self.running.0.load(Ordering::Relaxed) > cores as i32
+    }
+
+    /// Whether the running threads use every core the block knows of (or it knows none):
+    /// a thread that only looks for work (the MPI transport's progress thread) should
+    /// sleep between looks rather than spin on a core a running thread needs.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn cores_taken(&self) -> bool {
+        let cores = self.cores.load(Ordering::Relaxed);
+        cores == 0 || self.running.0.load(Ordering::Relaxed) >= cores as i32
     }
 
     pub(crate) fn bell(&self, node: usize) -> &Doorbell {

@@ -20,12 +20,18 @@
 //!   the host's cores. While the count does not exceed them, nobody of the cluster waits
 //!   for a core, so a wait spins on (up to `SPIN_FREE_NS`), as Cashmere's processors spin
 //!   at a barrier or for a reply: the answer is seen within a check, and no wake-up is
-//!   paid. The idle service thread ([`WaitFor::Messages`]) does the same. An MPI rank's
-//!   block cannot count the other ranks' threads on its host, so there no wait counts
-//!   the cores as free: it spins `SPIN_CHECKS` (the idle service `IDLE_SPIN_CHECKS`),
-//!   yields, and parks, as below, and no thread counts as a poller (its arrivals ring
-//!   from its progress thread anyway). (With the free spin, 4-rank random programs under
-//!   two CPU hogs ran twice as long, and one run of three hung; not diagnosed.)
+//!   paid. The idle service thread ([`WaitFor::Messages`]) does the same.
+//! - **An MPI rank** cannot count the other ranks' threads, so its block counts its own
+//!   threads against its share of the host's cores: the cores divided by the job's ranks
+//!   on this host (`MPI_COMM_TYPE_SHARED`), rounded down. With 2 ranks on 2 cores each
+//!   rank has one, and a processor waiting for a reply while its service sleeps spins on
+//!   it, taking the reply off MPI itself: a 2-node barrier took 3-7 us instead of
+//!   36-244 us, an uncontended remote lock 2.3 us instead of 2.4-196 us. A share under
+//!   one core (4 ranks on 2 cores) counts as unknown, and then no wait counts the cores
+//!   as free: it spins `SPIN_CHECKS` (the idle service `IDLE_SPIN_CHECKS`), yields, and
+//!   parks, as below, and no thread counts as a poller. (With the free spin there, 4-rank
+//!   random programs under two CPU hogs ran twice as long, and one run of three hung; not
+//!   diagnosed.)
 //! - **Oversubscribed** (more running threads than cores): a spinner holds a core that
 //!   another thread of the cluster needs, perhaps the one it waits for. The idle service
 //!   parks at once (the processors need the cores more; a message rings it), and a waiter
@@ -131,7 +137,7 @@ const YIELD_CHECKS: u32 = 3_600;
 /// Checks of the idle service thread before it parks.
 const IDLE_SPIN_CHECKS: u32 = 2_000;
 /// A spinning waiter serves its node's messages once every this many checks.
-const SERVE_EVERY: u32 = 64;
+const SERVE_EVERY: u32 = 16;
 /// A spinning waiter reads the clock once every this many checks, to see whether it was
 /// switched out and whether the host is crowded (module doc, "Policy").
 const LOOK_EVERY: u32 = 16;
@@ -162,7 +168,9 @@ pub(crate) struct Aborted;
 /// implements it; a seam with this hook serves while it waits.
 pub(crate) trait Serve {
     fn serve(&self) -> usize;
-    /// Whether messages wait (or another thread is taking them right now).
+    /// Whether messages wait (`crate::net::Transport::has_messages`: while another thread
+    /// takes them, "yes" or "no" by transport, and then that thread rings for what it
+    /// leaves).
     fn has_messages(&self) -> bool;
 }
 
@@ -466,8 +474,8 @@ struct Polling<'s, 'a> {
 
 impl<'s, 'a> Polling<'s, 'a> {
     fn start(seam: &'s Seam<'a>, what: WaitFor) -> Self {
-        // Where the block does not see the whole host (an MPI rank, whose arrivals ring
-        // from its progress thread anyway), the policy is the plain one: nobody counts.
+        // Where the block does not know its cores (an MPI rank with less than one core
+        // to itself), the policy is the plain one: nobody counts.
         let counted =
             (seam.serve.is_some() || what == WaitFor::Messages) && seam.control.cores_known();
         if counted {
@@ -655,6 +663,19 @@ mod polling {
                 std::thread::park_timeout(self.sleep);
                 self.sleep = (self.sleep * 2).min(POLL_SLEEP_MAX);
             }
+        }
+
+        /// Nothing arrived, and the threads of the poller's process use every core it
+        /// has (`cores_taken`, `crate::control::Control::cores_taken`): sleep before the
+        /// next look without spinning first. A spinning poller would take a core from the
+        /// processor computing on it (with 2 ranks of SOR on 2 cores, the progress thread
+        /// took 15% of each core, and the processors' User time grew by half), and a
+        /// thread that waits for an arrival looks at MPI itself.
+        pub fn idle_sharing(&mut self, cores_taken: bool) {
+            if cores_taken {
+                self.empty = self.empty.max(POLL_SPINS);
+            }
+            self.idle();
         }
 
         /// True once the poller sleeps between looks (its spins are over): the time to do

@@ -145,7 +145,9 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// if another thread of the node is polling).
     fn poll(&self, f: impl FnMut(Inbound<'_>)) -> usize;
 
-    /// True if messages are waiting (or another thread is polling).
+    /// True if messages are waiting for a thread to poll them. While another thread
+    /// polls, a transport answers either "yes" (the rings: the asker goes round again) or
+    /// "no", if that thread rings the node's bell for what it leaves when it stops (MPI).
     fn has_messages(&self) -> bool;
 
     /// A fresh token for a request from mailbox `slot` (never 0).
