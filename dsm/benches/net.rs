@@ -9,7 +9,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use crossbeam::channel::{bounded, Receiver, Sender};
 use dsm::launch::{launch, ExecMode, LaunchSpec};
-use dsm::net::{Backing, Net, MC_PAGE_BYTES};
+use dsm::net::{Backing, Net, NodeId, MC_PAGE_BYTES};
 use dsm::profile;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ fn spec() -> LaunchSpec {
 
 fn cluster(ops: Receiver<(Op, u64)>, times: Sender<Duration>) {
     launch(&spec(), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let p2p = net
             .alloc_region(MC_PAGE_BYTES, Backing::Pool, "p2p")
             .map_err(|e| e.to_string())?;
@@ -65,14 +65,15 @@ fn cluster(ops: Receiver<(Op, u64)>, times: Sender<Duration>) {
                 Op::Broadcast => (0..n).for_each(|i| net.tx(bcast).write_u64(0, i)),
                 Op::RoundTrip => {
                     for _ in 0..n {
-                        net.request(1, PING, 0, &[], &mut out).expect("request");
+                        net.request(NodeId::from_usize(1), PING, 0, &[], &mut out)
+                            .expect("request");
                     }
                 }
                 Op::Stop => break,
             }
             times.send(t.elapsed()).expect("bench driver gone");
         }
-        net.request(1, QUIT, 0, &[], &mut out)
+        net.request(NodeId::from_usize(1), QUIT, 0, &[], &mut out)
             .map_err(|e| e.to_string())?;
         Ok(Vec::new())
     })

@@ -243,7 +243,7 @@ impl Broadcast {
         Ok(Broadcast {
             buffers,
             epochs,
-            node: NodeId::from_usize(net.node()),
+            node: net.node(),
             nodes,
             npages,
             page_bytes,
@@ -454,7 +454,7 @@ impl Broadcast {
     fn check_net(&self, net: &Net) {
         debug_assert_eq!(
             net.node(),
-            self.node.index(),
+            self.node,
             "Broadcast used with another node's Net"
         );
     }
@@ -477,7 +477,7 @@ mod tests {
         let fabric = Fabric::create(layout, &profile).unwrap();
         (0..nodes)
             .map(|n| {
-                let net = Net::new(Arc::clone(&fabric), n);
+                let net = Net::new(Arc::clone(&fabric), NodeId::from_usize(n));
                 let b = Broadcast::new(&net, npages, PAGE_BYTES, slots).unwrap();
                 (net, b)
             })
@@ -618,7 +618,7 @@ mod tests {
         let profile = profile::by_name("mc2").unwrap();
         let layout = Layout::new(2, 1, 16 << 20, 1 << 20).unwrap();
         let fabric = Fabric::create(layout, &profile).unwrap();
-        let net = Net::new(fabric, 0);
+        let net = Net::new(fabric, NodeId(0));
         let err = Broadcast::new(&net, 1 << 16, 8192, 1 << 12).err().unwrap();
         assert!(matches!(err, NetError::AddressSpaceFull { .. }), "{err}");
         assert!(

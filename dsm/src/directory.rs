@@ -143,7 +143,7 @@ impl Directory {
         .unawaited();
         net.attach_rx(
             &notices,
-            net.node() as u64 * per_receiver,
+            net.node().index() as u64 * per_receiver,
             per_receiver,
             false,
         );
@@ -154,7 +154,7 @@ impl Directory {
             "write-notice flow control",
         )?
         .unawaited();
-        net.attach_rx(&consumed, net.node() as u64 * part, part, false);
+        net.attach_rx(&consumed, net.node().index() as u64 * part, part, false);
 
         Ok(Directory::Replicated(Box::new(Replicated {
             dir,

@@ -2,12 +2,17 @@
 //! handed where a node is expected. Their invariants are stated on each type.
 
 //! The wire codec, the engine (its `Node::id` too), the page table, the directory, adaptive
-//! broadcast and the wait seam's page waits pass pages and nodes as these types, and
-//! sharing sets as [`NodeSet`]s. Bare numbers remain where a page or a node indexes an
-//! array (`index()`), in the codec's and the directory's words, at the transport (`Net`,
-//! `Node::request`'s `to`, receiver masks as `u64`), in the scheduler's activities and the
-//! launcher's reports, in the public API (`Proc::node`, the test hooks' `PageHook`), and
-//! in a node's outcome (the pages it is home of, as the homes file names them).
+//! broadcast, the wait seam's waits (for a page, a reply, ring space) and the network
+//! (`Net`, the `Transport` seam, the synchronization strategies' requests and their
+//! `SyncHost::node`) pass pages and nodes as these types, and sharing sets, the nodes whose
+//! doorbells ring and the nodes a request awaits as [`NodeSet`]s. [`NodeId`] and
+//! [`NodeSet`] are public, as the network's API (`dsm::net`) is. Bare numbers remain where
+//! a page or a node indexes an array (`index()`), in the codec's and the directory's
+//! words, inside a transport (the fabric's per-node areas and receiver table, MPI ranks),
+//! in the wait seam's doorbells and the control block, in the scheduler's activities and
+//! the launcher's reports (`NodeCtx::node`), in the public API (`Proc::node`, the test
+//! hooks' `PageHook`), and in a node's outcome (the pages it is home of, as the homes file
+//! names them).
 
 use std::fmt;
 
@@ -34,26 +39,28 @@ impl fmt::Display for PageId {
 
 /// A node of the cluster, 0..nodes (at most [`MAX_NODES`] = 32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct NodeId(pub u16);
+pub struct NodeId(pub(crate) u16);
 
 impl NodeId {
     /// Node `n`, or `None` if no cluster can have it (`n >= MAX_NODES`). Use this for
     /// numbers read from the network; [`NodeId::from_usize`] for the engine's own.
-    pub(crate) fn new(n: usize) -> Option<NodeId> {
+    pub fn new(n: usize) -> Option<NodeId> {
         (n < MAX_NODES).then_some(NodeId(n as u16))
     }
 
-    /// Node `n`, for numbers the engine already knows to be valid.
+    /// Node `n`, for numbers the engine already knows to be valid (a loop over the
+    /// cluster's nodes, a launcher's node number).
     ///
     /// # Panics
     ///
     /// If `n >= MAX_NODES`.
-    pub(crate) fn from_usize(n: usize) -> NodeId {
+    pub fn from_usize(n: usize) -> NodeId {
         NodeId::new(n)
             .unwrap_or_else(|| panic!("node {n} does not exist: at most {MAX_NODES} nodes"))
     }
 
-    pub(crate) fn index(self) -> usize {
+    /// The node's number, as a position in per-node arrays.
+    pub fn index(self) -> usize {
         self.0 as usize
     }
 }
@@ -69,11 +76,11 @@ impl fmt::Display for NodeId {
 /// [`MAX_NODES`]; a set read from the network ([`NodeSet::from_bits`]) may carry other
 /// bits, which [`NodeSet::iter`] does not yield.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub(crate) struct NodeSet(u64);
+pub struct NodeSet(u64);
 
 impl NodeSet {
     /// No node.
-    pub(crate) const EMPTY: NodeSet = NodeSet(0);
+    pub const EMPTY: NodeSet = NodeSet(0);
 
     /// The set whose word is `bits` (the wire's and the directory's encoding).
     pub(crate) const fn from_bits(bits: u64) -> NodeSet {
@@ -85,8 +92,18 @@ impl NodeSet {
         self.0
     }
 
+    /// Nodes `0..nodes`: every node of a cluster of `nodes`.
+    ///
+    /// # Panics
+    ///
+    /// If `nodes > MAX_NODES`.
+    pub fn first(nodes: usize) -> NodeSet {
+        assert!(nodes <= MAX_NODES, "{nodes} nodes: at most {MAX_NODES}");
+        NodeSet((1u64 << nodes) - 1)
+    }
+
     /// The set holding only `node`.
-    pub(crate) fn only(node: NodeId) -> NodeSet {
+    pub fn only(node: NodeId) -> NodeSet {
         NodeSet(Self::bit(node))
     }
 
@@ -94,37 +111,45 @@ impl NodeSet {
         1u64 << node.0
     }
 
-    pub(crate) fn insert(&mut self, node: NodeId) {
+    /// Adds `node` to the set.
+    pub fn insert(&mut self, node: NodeId) {
         self.0 |= Self::bit(node);
     }
 
-    pub(crate) fn remove(&mut self, node: NodeId) {
+    /// Takes `node` out of the set.
+    pub fn remove(&mut self, node: NodeId) {
         self.0 &= !Self::bit(node);
     }
 
-    pub(crate) fn contains(self, node: NodeId) -> bool {
+    /// The set holds `node`.
+    pub fn contains(self, node: NodeId) -> bool {
         self.0 & Self::bit(node) != 0
     }
 
     /// This set with `node` inserted.
-    pub(crate) fn with(mut self, node: NodeId) -> NodeSet {
+    pub fn with(mut self, node: NodeId) -> NodeSet {
         self.insert(node);
         self
     }
 
     /// This set without `node`.
-    pub(crate) fn without(mut self, node: NodeId) -> NodeSet {
+    pub fn without(mut self, node: NodeId) -> NodeSet {
         self.remove(node);
         self
     }
 
     /// The set holds no bit at all.
-    pub(crate) fn is_empty(self) -> bool {
+    pub fn is_empty(self) -> bool {
         self.0 == 0
     }
 
+    /// How many nodes the set holds (bits beyond [`MAX_NODES`] not counted).
+    pub fn len(self) -> usize {
+        (self.0 & NodeSet::first(MAX_NODES).0).count_ones() as usize
+    }
+
     /// The nodes of the set, in increasing order.
-    pub(crate) fn iter(self) -> impl Iterator<Item = NodeId> {
+    pub fn iter(self) -> impl Iterator<Item = NodeId> {
         (0..MAX_NODES)
             .map(|n| NodeId(n as u16))
             .filter(move |&n| self.contains(n))
@@ -181,6 +206,14 @@ mod tests {
         s.remove(a);
         assert_eq!(s, [b, last].into_iter().collect());
         assert_eq!(NodeSet::only(b).with(last), s);
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn the_first_nodes_are_a_whole_cluster() {
+        assert_eq!(NodeSet::first(0), NodeSet::EMPTY);
+        assert_eq!(NodeSet::first(3).bits(), 0b111);
+        assert_eq!(NodeSet::first(MAX_NODES).len(), MAX_NODES);
     }
 
     #[test]
@@ -188,6 +221,7 @@ mod tests {
         let s = NodeSet::from_bits(1 << 40 | 1 << 2);
         assert_eq!(s.bits(), 1 << 40 | 1 << 2);
         assert!(!s.is_empty());
+        assert_eq!(s.len(), 1);
         assert_eq!(s.iter().collect::<Vec<_>>(), [NodeId(2)]);
     }
 }

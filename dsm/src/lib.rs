@@ -72,6 +72,7 @@ pub use api::{
 };
 pub use control::ABORT_MESSAGE;
 pub use error::DsmError;
+pub use ids::{NodeId, NodeSet};
 pub use config::{
     kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, FaultBackend,
     HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,

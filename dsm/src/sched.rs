@@ -53,7 +53,7 @@
 //! every processor has finished, the services are released to the wall-clock policy.
 
 use crate::control::Control;
-use crate::ids::PageId;
+use crate::ids::{NodeId, PageId};
 use crate::platform::HostCosts;
 use crate::profile::Profile;
 use std::cell::{Cell, RefCell};
@@ -116,9 +116,9 @@ pub(crate) enum Wake {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitFor {
     /// The reply to a request of `kind` sent to node `to`.
-    Reply { to: usize, kind: u16 },
+    Reply { to: NodeId, kind: u16 },
     /// Space in the message ring to node `to`.
-    RingSpace { to: usize },
+    RingSpace { to: NodeId },
     /// A synchronization word (lock entry, barrier arrival or sense, flag) another node writes.
     SyncWord { what: &'static str, id: usize },
     /// A node-local lock (the test-and-set lock in front of a network lock).
@@ -149,10 +149,10 @@ impl std::fmt::Display for WaitFor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             WaitFor::Reply { to, kind } => match KIND_NAMES.get().and_then(|name| name(kind)) {
-                Some(name) => write!(f, "the reply to a {name} request to node {to}"),
-                None => write!(f, "the reply to a kind-{kind} request to node {to}"),
+                Some(name) => write!(f, "the reply to a {name} request to {to}"),
+                None => write!(f, "the reply to a kind-{kind} request to {to}"),
             },
-            WaitFor::RingSpace { to } => write!(f, "space in the message ring to node {to}"),
+            WaitFor::RingSpace { to } => write!(f, "space in the message ring to {to}"),
             WaitFor::Acks { kind, nodes } => {
                 write!(
                     f,

@@ -4,7 +4,7 @@
 //! execution modes unless it says otherwise.
 
 use dsm::launch::{launch, ExecMode, LaunchError, LaunchSpec, NodeCtx};
-use dsm::net::{Backing, Net, Region};
+use dsm::net::{Backing, Net, NodeId, Region};
 use dsm::profile;
 use std::time::{Duration, Instant};
 
@@ -37,9 +37,10 @@ impl Rng {
 fn net_barrier(net: &Net, region: Region, round: u64) {
     if round == 1 {
         // Nobody may transmit before everyone has attached its receive regions.
-        dsm::launch::startup_barrier(net.fabric(), net.node()).unwrap();
+        dsm::launch::startup_barrier(net.fabric(), net.node().index()).unwrap();
     }
-    net.tx(region).write_u64(net.node() as u64 * 8, round);
+    net.tx(region)
+        .write_u64(net.node().index() as u64 * 8, round);
     let rx = net.rx(region);
     let start = Instant::now();
     for n in 0..net.nodes() {
@@ -96,7 +97,7 @@ fn ordering_run(
     let mut s = spec(nodes, mode);
     s.trace_entries = (nodes as u64 * packets * 2 + 64) as usize;
     let logs = launch(&s, |ctx: NodeCtx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let bar = barrier_region(&net);
         // One point-to-point region per receiver, and one broadcast region with loopback.
         let p2p: Vec<Region> = (0..nodes)
@@ -218,7 +219,7 @@ fn ordering_rules_hold_with_processes() {
 /// without loopback it does not.
 fn loopback(mode: ExecMode) {
     let r = launch(&spec(2, mode), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let with = net
             .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "with")
             .unwrap();
@@ -281,7 +282,7 @@ fn request_reply(mode: ExecMode, nodes: usize) {
     let mut s = spec(nodes, mode);
     s.procs = clients;
     let r = launch(&s, |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let nodes = net.nodes();
         let mut notes_seen = vec![0u64; nodes];
         let mut dones = 0;
@@ -293,7 +294,7 @@ fn request_reply(mode: ExecMode, nodes: usize) {
                     let mut rng = Rng(ctx.node as u64 * 77 + c as u64);
                     let mut out = Vec::new();
                     for i in 0..per_client {
-                        let to = (rng.next() % nodes as u64) as usize;
+                        let to = NodeId::from_usize((rng.next() % nodes as u64) as usize);
                         let len = (rng.next() % 3000) as usize;
                         let payload: Vec<u8> =
                             (0..len).map(|k| (k as u64 ^ i ^ c as u64) as u8).collect();
@@ -305,14 +306,14 @@ fn request_reply(mode: ExecMode, nodes: usize) {
                     }
                     if c == 0 {
                         // A burst of one-way notes larger than the ring: back-pressure, no loss.
-                        for to in 0..nodes {
+                        for to in net.all_nodes().iter() {
                             for k in 0..3000u64 {
                                 net.send(to, NOTE, c as u16, 0, &k.to_ne_bytes()).unwrap();
                             }
                         }
                     }
                     // Rings are FIFO, so this arrives after everything this client sent.
-                    for to in 0..nodes {
+                    for to in net.all_nodes().iter() {
                         net.send(to, DONE, c as u16, 0, &[]).unwrap();
                     }
                 });
@@ -327,11 +328,12 @@ fn request_reply(mode: ExecMode, nodes: usize) {
                     NOTE => {
                         let k = u64::from_ne_bytes(m.payload.try_into().unwrap());
                         assert_eq!(
-                            k, notes_seen[m.from],
-                            "notes from node {} out of order",
+                            k,
+                            notes_seen[m.from.index()],
+                            "notes from {} out of order",
                             m.from
                         );
-                        notes_seen[m.from] += 1;
+                        notes_seen[m.from.index()] += 1;
                     }
                     DONE => dones += 1,
                     other => panic!("unexpected message kind {other}"),
@@ -371,9 +373,10 @@ fn request_reply_under_load_with_processes() {
 #[test]
 fn oversized_message_is_a_clear_error() {
     let r = launch(&spec(2, ExecMode::Threads), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let big = vec![0u8; dsm::net::MAX_MESSAGE_BYTES + 1];
-        let e = net.send(1 - ctx.node, ECHO, 0, 0, &big).unwrap_err();
+        let other = NodeId::from_usize(1 - ctx.node);
+        let e = net.send(other, ECHO, 0, 0, &big).unwrap_err();
         Ok(e.to_string().into_bytes())
     })
     .unwrap();
@@ -386,7 +389,7 @@ fn oversized_message_is_a_clear_error() {
 fn crash(mode: ExecMode, how: &'static str) -> (LaunchError, Duration) {
     let start = Instant::now();
     let e = launch(&spec(3, mode), move |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let bar = barrier_region(&net);
         net_barrier(&net, bar, 1);
         if ctx.node == 1 {
@@ -438,7 +441,7 @@ fn bad_configuration_is_refused() {
     let e = launch(&spec(33, ExecMode::Threads), |_| Ok(Vec::new())).unwrap_err();
     assert!(e.to_string().contains("at most 32"), "{e}");
     let r = launch(&spec(1, ExecMode::Threads), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let space = 128 << 20;
         let e1 = net
             .region_at(space - 8, 16, Backing::Pool)
@@ -470,7 +473,7 @@ fn bad_configuration_is_refused() {
 fn acknowledge(mode: ExecMode) {
     const LOOK: u16 = 9;
     let r = launch(&spec(2, mode), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let data = net
             .alloc_region(4 * dsm::net::MC_PAGE_BYTES, Backing::Pool, "data")
             .unwrap();
@@ -485,7 +488,8 @@ fn acknowledge(mode: ExecMode) {
                     net.tx(data).write_u64(w * 8, round * 1_000_000 + w);
                 }
                 net.ack();
-                net.send(1, LOOK, 0, 0, &round.to_ne_bytes()).unwrap();
+                net.send(NodeId::from_usize(1), LOOK, 0, 0, &round.to_ne_bytes())
+                    .unwrap();
             }
             return Ok(serde_json::to_vec(&net.fabric().counters(0).acks).unwrap());
         }
@@ -531,7 +535,7 @@ fn acknowledge_requests_with_processes() {
 fn grouped_runs_land_like_single_writes() {
     let page = dsm::net::MC_PAGE_BYTES as usize;
     let r = launch(&spec(2, ExecMode::Threads), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let region = net
             .alloc_region(3 * page as u64, Backing::Pool, "runs")
             .unwrap();

@@ -5,7 +5,7 @@
 use anyhow::bail;
 use clap::Args;
 use dsm::launch::{launch, ExecMode, LaunchSpec};
-use dsm::net::{Backing, Net, MC_PAGE_BYTES};
+use dsm::net::{Backing, Net, NodeId, MC_PAGE_BYTES};
 use dsm::{Cluster, Config, FaultBackend, Protocol};
 use std::time::{Duration, Instant};
 
@@ -342,7 +342,7 @@ const QUIT: u16 = 2;
 fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     // One-way remote write: a ping-pong of words, both sides spinning on their receive memory.
     let r = skip_other(launch(&spec(2, mode), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let r = net
             .alloc_region(2 * MC_PAGE_BYTES, Backing::Pool, "ping-pong")
             .map_err(|e| e.to_string())?;
@@ -387,7 +387,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     ] {
         let n = if gap.is_zero() { iters } else { iters.min(300) };
         let r = skip_other(launch(&spec(2, mode), |ctx| {
-            let net = Net::new(ctx.fabric, ctx.node);
+            let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
             if ctx.node == 1 {
                 let mut quit = false;
                 while !quit {
@@ -408,11 +408,11 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
             for _ in 0..n {
                 busy_wait(gap);
                 let t = Instant::now();
-                net.request(1, PING, 0, &[], &mut out)
+                net.request(NodeId::from_usize(1), PING, 0, &[], &mut out)
                     .map_err(|e| e.to_string())?;
                 samples.push(t.elapsed().as_nanos() as u64);
             }
-            net.request(1, QUIT, 0, &[], &mut out)
+            net.request(NodeId::from_usize(1), QUIT, 0, &[], &mut out)
                 .map_err(|e| e.to_string())?;
             Ok(serde_json::to_vec(&median_us(samples)).unwrap())
         }))?;
@@ -424,7 +424,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
 
     for nodes in [2usize, 4] {
         let r = skip_other(launch(&spec(nodes, mode), |ctx| {
-            let net = Net::new(ctx.fabric, ctx.node);
+            let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
             let r = net
                 .alloc_region(MC_PAGE_BYTES, Backing::Pool, "broadcast")
                 .map_err(|e| e.to_string())?;
@@ -447,7 +447,7 @@ fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
     }
 
     let r = skip_other(launch(&spec(2, mode), |ctx| {
-        let net = Net::new(ctx.fabric, ctx.node);
+        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let r = net
             .alloc_region(64 * 1024, Backing::Pool, "bandwidth")
             .map_err(|e| e.to_string())?;

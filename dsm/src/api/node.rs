@@ -475,8 +475,8 @@ impl SyncHost for Node {
     fn net(&self) -> &crate::net::Net {
         &self.net
     }
-    fn node(&self) -> usize {
-        self.id.index()
+    fn node(&self) -> crate::ids::NodeId {
+        self.id
     }
     fn nodes(&self) -> usize {
         self.nodes

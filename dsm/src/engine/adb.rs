@@ -89,7 +89,7 @@ impl Node {
     /// or, if another node may hold a broadcast copy of `p`, every node.
     pub(super) fn broadcast_notice_targets(&self, p: PageId, sharers: NodeSet) -> NodeSet {
         if self.broadcast_copies_may_exist(p) {
-            NodeSet::from_bits(self.net.all_nodes())
+            self.net.all_nodes()
         } else {
             sharers
         }

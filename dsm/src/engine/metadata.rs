@@ -83,7 +83,7 @@ impl Node {
             .unwrap_or(0);
         let seam = self.seam();
         for round in 0..rounds {
-            let payloads: Vec<(usize, Vec<u8>)> = targets
+            let payloads: Vec<(NodeId, Vec<u8>)> = targets
                 .iter()
                 .filter_map(|&(to, pages)| {
                     let chunk = pages.chunks(per_message).nth(round)?;
@@ -91,10 +91,10 @@ impl Node {
                     let list = crate::wire::PageList::encode_from(chunk.iter().copied(), &mut buf);
                     let mut payload = Vec::new();
                     crate::wire::Msg::Notice { pages: list }.encode(&mut payload);
-                    Some((to.index(), payload))
+                    Some((to, payload))
                 })
                 .collect();
-            let batch: Vec<(usize, &[u8])> =
+            let batch: Vec<(NodeId, &[u8])> =
                 payloads.iter().map(|(to, p)| (*to, p.as_slice())).collect();
             self.check_not_finished(kind::NOTICE);
             super::rules::check_may_wait_on_network(self.id, |q| {

@@ -454,7 +454,7 @@ impl Node {
         payload: &[u8],
         out: &'o mut Vec<u8>,
     ) -> Reply<'o> {
-        Clock::message(|| self.request(to.index(), kind, payload, out))
+        Clock::message(|| self.request(to, kind, payload, out))
             .unwrap_or_else(|e| Self::net_err(e));
         Reply::decode(out).unwrap_or_else(|e| {
             panic!(
@@ -470,7 +470,7 @@ impl Node {
         msg.encode(&mut payload);
         self.check_not_finished(msg.kind());
         self.net
-            .send_via(&self.seam(), to.index(), msg.kind(), my_slot(self), 0, &payload)
+            .send_via(&self.seam(), to, msg.kind(), my_slot(self), 0, &payload)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
@@ -588,7 +588,7 @@ impl Node {
     /// while it waits (handlers never block, see the module rules).
     pub fn request(
         &self,
-        to: usize,
+        to: NodeId,
         k: u16,
         payload: &[u8],
         out: &mut Vec<u8>,

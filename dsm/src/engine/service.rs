@@ -237,13 +237,7 @@ impl Node {
             }
             if queued
                 || matches!(
-                    self.handle_bytes(
-                        NodeId::from_usize(m.from),
-                        m.kind,
-                        m.slot,
-                        m.token,
-                        m.payload
-                    ),
+                    self.handle_bytes(m.from, m.kind, m.slot, m.token, m.payload),
                     Outcome::Defer
                 )
             {
@@ -251,7 +245,7 @@ impl Node {
                 queue.push_back(Deferred {
                     page: page.expect("only page messages are deferred"),
                     key: key.expect("only page messages are deferred"),
-                    from: NodeId::from_usize(m.from),
+                    from: m.from,
                     kind: m.kind,
                     slot: m.slot,
                     token: m.token,
@@ -266,7 +260,7 @@ impl Node {
         let mut out = Vec::new();
         reply.encode(&mut out);
         self.net
-            .reply(from.index(), slot, token, &out)
+            .reply(from, slot, token, &out)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 
@@ -443,7 +437,7 @@ impl Node {
             Msg::Notice { pages } => {
                 self.dir.receive_notices(pages.iter());
                 self.net
-                    .acknowledge(from.index(), slot, token)
+                    .acknowledge(from, slot, token)
                     .unwrap_or_else(|e| Self::net_err(e));
                 Outcome::Done
             }

@@ -243,7 +243,8 @@ impl NodeCtx {
         if let Some(link) = &self.mpi {
             return crate::net::Net::over_mpi(Arc::clone(link));
         }
-        crate::net::Net::new(Arc::clone(&self.fabric), self.node)
+        let node = crate::ids::NodeId::from_usize(self.node);
+        crate::net::Net::new(Arc::clone(&self.fabric), node)
     }
 
     /// Waits until every node of the cluster has reached this point (each has attached

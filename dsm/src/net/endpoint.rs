@@ -4,7 +4,7 @@
 
 use super::fabric::Port;
 use super::transport::Transport;
-use super::{Fabric, Inbound, MsgError, NetCounters, Region};
+use super::{Fabric, Inbound, MsgError, NetCounters, NodeId, NodeSet, Region};
 use crate::control::Control;
 use crate::profile::Features;
 use crate::wait::{Seam, WaitFor};
@@ -46,7 +46,7 @@ macro_rules! each {
 
 impl Transport for Endpoint {
     #[inline]
-    fn node(&self) -> usize {
+    fn node(&self) -> NodeId {
         each!(self, t => t.node())
     }
 
@@ -115,15 +115,15 @@ impl Transport for Endpoint {
     }
 
     #[inline]
-    fn ring_bells(&self, mask: u64) {
-        each!(self, t => t.ring_bells(mask))
+    fn ring_bells(&self, nodes: NodeSet) {
+        each!(self, t => t.ring_bells(nodes))
     }
 
     #[inline]
     fn send(
         &self,
         seam: Option<&Seam<'_>>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         token: u32,
@@ -148,7 +148,7 @@ impl Transport for Endpoint {
     }
 
     #[inline]
-    fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
         each!(self, t => t.reply(to, slot, token, payload))
     }
 
@@ -165,7 +165,7 @@ impl Transport for Endpoint {
     }
 
     #[inline]
-    fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError> {
+    fn acknowledge(&self, to: NodeId, slot: u16, token: u32) -> Result<(), MsgError> {
         each!(self, t => t.acknowledge(to, slot, token))
     }
 
@@ -176,7 +176,7 @@ impl Transport for Endpoint {
         kind: u16,
         slot: u16,
         token: u32,
-        from: u64,
+        from: NodeSet,
     ) -> Result<(), MsgError> {
         each!(self, t => t.wait_acks(seam, kind, slot, token, from))
     }

@@ -42,7 +42,9 @@
 
 use super::msg::{self, Inbound, MsgError};
 use super::transport::Transport;
-use super::{timing, Backing, NetCounters, NetError, Region, MAX_NODES, MC_PAGE_BYTES};
+use super::{
+    timing, Backing, NetCounters, NetError, NodeId, NodeSet, Region, MAX_NODES, MC_PAGE_BYTES,
+};
 use crate::control::Control;
 use crate::profile::{Features, Profile};
 use crate::sys::{self, Mapping, Prot};
@@ -544,6 +546,7 @@ fn bits(mask: u64) -> impl Iterator<Item = usize> {
 /// One node's port on the fabric: its [`Transport`].
 pub(crate) struct Port {
     fabric: Arc<Fabric>,
+    /// This node, as the index of its areas in the fabric.
     node: usize,
     features: Features,
     /// The network lacks a feature a region write may need (`Port::check_features`).
@@ -559,8 +562,9 @@ impl std::fmt::Debug for Port {
 
 impl Port {
     /// Node `node`'s port on `fabric`.
-    pub(crate) fn new(fabric: Arc<Fabric>, node: usize) -> Port {
-        assert!(node < fabric.layout.nodes, "node {node} out of range");
+    pub(crate) fn new(fabric: Arc<Fabric>, node: NodeId) -> Port {
+        assert!(node.index() < fabric.layout.nodes, "{node} out of range");
+        let node = node.index();
         let msg = msg::Messenger::new(&fabric, node);
         let features = fabric.features();
         Port {
@@ -726,8 +730,8 @@ impl Port {
 }
 
 impl Transport for Port {
-    fn node(&self) -> usize {
-        self.node
+    fn node(&self) -> NodeId {
+        NodeId::from_usize(self.node)
     }
 
     fn nodes(&self) -> usize {
@@ -826,19 +830,19 @@ impl Transport for Port {
 
     /// Under the modeled clock it does nothing: every delivery of a remote write wakes its
     /// receiver when it arrives (`crate::sched`).
-    fn ring_bells(&self, mask: u64) {
+    fn ring_bells(&self, nodes: NodeSet) {
         if crate::sched::active() {
             return;
         }
-        for n in bits(mask) {
-            wait::wake(self.fabric.control(), n);
+        for n in nodes.iter() {
+            wait::wake(self.fabric.control(), n.index());
         }
     }
 
     fn send(
         &self,
         seam: Option<&Seam<'_>>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         token: u32,
@@ -860,7 +864,7 @@ impl Transport for Port {
         self.msg.next_token(slot)
     }
 
-    fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
         self.msg.reply(&self.fabric, to, slot, token, payload)
     }
 
@@ -876,7 +880,7 @@ impl Transport for Port {
             .wait_reply(&self.fabric, seam, what, slot, token, out)
     }
 
-    fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError> {
+    fn acknowledge(&self, to: NodeId, slot: u16, token: u32) -> Result<(), MsgError> {
         self.msg.ack(&self.fabric, to, slot, token)
     }
 
@@ -886,7 +890,7 @@ impl Transport for Port {
         kind: u16,
         slot: u16,
         token: u32,
-        from: u64,
+        from: NodeSet,
     ) -> Result<(), MsgError> {
         self.msg
             .wait_acks(&self.fabric, seam, kind, slot, token, from)
@@ -905,7 +909,9 @@ mod tests {
         let profile = crate::profile::by_name(network).unwrap();
         let layout = Layout::new(3, 1, 16 << 20, 1 << 20).unwrap();
         let fabric = Fabric::create(layout, &profile).unwrap();
-        let nets: Vec<Net> = (0..3).map(|n| Net::new(Arc::clone(&fabric), n)).collect();
+        let nets: Vec<Net> = (0..3)
+            .map(|n| Net::new(Arc::clone(&fabric), NodeId::from_usize(n)))
+            .collect();
         assert_eq!(nets[0].features(), profile.features);
         let region = nets[0].alloc_region(8, Backing::Pool, "a test").unwrap();
         for &r in receivers {

@@ -59,7 +59,7 @@ pub(crate) mod timing;
 mod transport;
 
 pub use crate::control::AbortOrigin;
-pub use crate::ids::MAX_NODES;
+pub use crate::ids::{NodeId, NodeSet, MAX_NODES};
 pub use crate::profile::{Features, Profile};
 pub use fabric::{fixed_space_bytes, Fabric, Layout, MAILBOX_BYTES, RESULT_BYTES, RING_BYTES};
 use fabric::Port;
@@ -182,7 +182,7 @@ fn round_up(x: u64, to: u64) -> u64 {
 /// shares (module doc, "The seam").
 pub struct Net {
     port: Endpoint,
-    node: usize,
+    node: NodeId,
     nodes: usize,
     /// The transport's feature set, copied once.
     features: Features,
@@ -198,7 +198,7 @@ impl std::fmt::Debug for Net {
 
 impl Net {
     /// Node `node`'s handle on the simulated fabric.
-    pub fn new(fabric: Arc<Fabric>, node: usize) -> Net {
+    pub fn new(fabric: Arc<Fabric>, node: NodeId) -> Net {
         Net::over(Endpoint::Fabric(Port::new(fabric, node)))
     }
 
@@ -221,7 +221,8 @@ impl Net {
         }
     }
 
-    pub fn node(&self) -> usize {
+    /// This node.
+    pub fn node(&self) -> NodeId {
         self.node
     }
 
@@ -367,7 +368,7 @@ impl Net {
 
     /// This node's wait seam, serving no messages (see [`crate::wait`]).
     pub(crate) fn seam(&self) -> Seam<'_> {
-        Seam::new(self.port.control(), self.node)
+        Seam::new(self.port.control(), self.node.index())
     }
 
     /// Counts the calling runtime thread among the cluster's running ones while the
@@ -379,7 +380,7 @@ impl Net {
     /// serve uses [`Net::send_via`] with a serving seam.
     pub fn send(
         &self,
-        to: usize,
+        to: NodeId,
         kind: u16,
         from_slot: u16,
         token: u32,
@@ -392,7 +393,7 @@ impl Net {
     pub(crate) fn send_via(
         &self,
         seam: &Seam<'_>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         from_slot: u16,
         token: u32,
@@ -406,7 +407,7 @@ impl Net {
     /// Like [`Net::send`] but returns `Ok(false)` instead of waiting when the ring is full.
     pub fn try_send(
         &self,
-        to: usize,
+        to: NodeId,
         kind: u16,
         from_slot: u16,
         token: u32,
@@ -426,7 +427,7 @@ impl Net {
 
     /// Bumps this node's heartbeat (the service loop's idle wait does, at every check).
     pub(crate) fn beat(&self) {
-        self.port.control().beat(self.node);
+        self.port.control().beat(self.node.index());
     }
 
     /// True if a ring of this node holds unread messages (or another thread is polling).
@@ -435,7 +436,7 @@ impl Net {
     }
 
     /// Writes a reply into mailbox `slot` of node `to`, completing its request `token`.
-    pub fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+    pub fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
         self.port.reply(to, slot, token, payload)
     }
 
@@ -444,7 +445,7 @@ impl Net {
     /// [`Net::send`]).
     pub fn request(
         &self,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         payload: &[u8],
@@ -457,7 +458,7 @@ impl Net {
     pub(crate) fn request_via(
         &self,
         seam: &Seam<'_>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         payload: &[u8],
@@ -478,24 +479,21 @@ impl Net {
         seam: &Seam<'_>,
         kind: u16,
         slot: u16,
-        targets: &[(usize, &[u8])],
+        targets: &[(NodeId, &[u8])],
     ) -> Result<(), MsgError> {
         let token = self.port.next_token(slot);
-        let mut from = 0u64;
+        let mut from = NodeSet::EMPTY;
         for &(to, payload) in targets {
-            assert!(
-                from & (1u64 << to) == 0,
-                "two requests to node {to} in one round"
-            );
+            assert!(!from.contains(to), "two requests to {to} in one round");
             self.send_via(seam, to, kind, slot, token, payload)?;
-            from |= 1u64 << to;
+            from.insert(to);
         }
         self.port.wait_acks(seam, kind, slot, token, from)
     }
 
     /// Acknowledges request `token` from `to`'s mailbox `slot` (sent by
     /// [`Net::request_all_via`]).
-    pub fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError> {
+    pub fn acknowledge(&self, to: NodeId, slot: u16, token: u32) -> Result<(), MsgError> {
         self.port.acknowledge(to, slot, token)
     }
 
@@ -504,15 +502,15 @@ impl Net {
         Ok(self.seam().until(WaitFor::Messages, || self.has_messages())?)
     }
 
-    /// Rings the doorbells of the nodes in `mask` whose threads are parked: the adapter's
+    /// Rings the doorbells of the nodes in `nodes` whose threads are parked: the adapter's
     /// receive interrupt, raised after a remote write that someone may be waiting for.
-    pub fn ring_bells(&self, mask: u64) {
-        self.port.ring_bells(mask);
+    pub fn ring_bells(&self, nodes: NodeSet) {
+        self.port.ring_bells(nodes);
     }
 
-    /// A mask with every node of the cluster.
-    pub fn all_nodes(&self) -> u64 {
-        (1u64 << self.nodes) - 1
+    /// Every node of the cluster.
+    pub fn all_nodes(&self) -> NodeSet {
+        NodeSet::first(self.nodes)
     }
 }
 

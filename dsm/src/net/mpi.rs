@@ -62,7 +62,7 @@
 
 use super::msg::{Inbound, MsgError, MAX_MESSAGE_BYTES};
 use super::transport::Transport;
-use super::{Fabric, NetCounters, NetError, Region};
+use super::{Fabric, NetCounters, NetError, NodeId, NodeSet, Region};
 use crate::control::{AbortOrigin, Control};
 use crate::profile::Features;
 use crate::wait::{self, Poller, Seam, WaitFor};
@@ -699,8 +699,8 @@ impl MpiLink {
         self.sent[1].fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    fn check_mailbox(&self, to: usize, slot: u16) -> Result<(), MsgError> {
-        if to >= self.nodes {
+    fn check_mailbox(&self, to: NodeId, slot: u16) -> Result<(), MsgError> {
+        if to.index() >= self.nodes {
             return Err(MsgError::NoSuchNode(to));
         }
         if slot as usize >= self.mailboxes.len() {
@@ -738,8 +738,8 @@ impl MpiPort {
 }
 
 impl Transport for MpiPort {
-    fn node(&self) -> usize {
-        self.link.node
+    fn node(&self) -> NodeId {
+        NodeId::from_usize(self.link.node)
     }
 
     fn nodes(&self) -> usize {
@@ -809,8 +809,8 @@ impl Transport for MpiPort {
         Ok(())
     }
 
-    fn ring_bells(&self, mask: u64) {
-        if mask & (1u64 << self.link.node) != 0 {
+    fn ring_bells(&self, nodes: NodeSet) {
+        if nodes.contains(self.node()) {
             wait::wake(self.link.control(), self.link.node);
         }
     }
@@ -820,14 +820,15 @@ impl Transport for MpiPort {
     fn send(
         &self,
         _seam: Option<&Seam<'_>>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         token: u32,
         payload: &[u8],
     ) -> Result<bool, MsgError> {
         let link = &self.link;
-        if to >= link.nodes {
+        let rank = to.index();
+        if rank >= link.nodes {
             return Err(MsgError::NoSuchNode(to));
         }
         if payload.len() > MAX_MESSAGE_BYTES {
@@ -839,16 +840,16 @@ impl Transport for MpiPort {
         if link.control().aborted() {
             return Err(MsgError::Aborted);
         }
-        if to == link.node {
+        if rank == link.node {
             link.deliver(Envelope {
-                from: to,
+                from: rank,
                 kind,
                 slot,
                 token,
                 payload: payload.to_vec(),
             });
         } else {
-            link.send_raw(to, tag::MESSAGE, frame(kind, slot, token, payload));
+            link.send_raw(rank, tag::MESSAGE, frame(kind, slot, token, payload));
         }
         link.count_sent(HEADER + payload.len());
         Ok(true)
@@ -871,7 +872,7 @@ impl Transport for MpiPort {
                 break;
             };
             f(Inbound {
-                from: env.from,
+                from: NodeId::from_usize(env.from),
                 kind: env.kind,
                 slot: env.slot,
                 token: env.token,
@@ -918,7 +919,7 @@ impl Transport for MpiPort {
         v
     }
 
-    fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
         let link = &self.link;
         link.check_mailbox(to, slot)?;
         if payload.len() > MAX_MESSAGE_BYTES {
@@ -927,10 +928,10 @@ impl Transport for MpiPort {
                 max: MAX_MESSAGE_BYTES,
             });
         }
-        if to == link.node {
+        if to.index() == link.node {
             link.land_reply(slot, token, payload);
         } else {
-            link.send_raw(to, tag::REPLY, frame(slot, 0, token, payload));
+            link.send_raw(to.index(), tag::REPLY, frame(slot, 0, token, payload));
         }
         link.count_sent(HEADER + payload.len());
         Ok(())
@@ -945,7 +946,7 @@ impl Transport for MpiPort {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         let link = &self.link;
-        link.check_mailbox(link.node, slot)?;
+        link.check_mailbox(self.node(), slot)?;
         let mb = &link.mailboxes[slot as usize];
         seam.until_flagged(what, &mb.parked, || {
             mb.token.load(Ordering::SeqCst) == token || {
@@ -959,13 +960,13 @@ impl Transport for MpiPort {
         Ok(())
     }
 
-    fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError> {
+    fn acknowledge(&self, to: NodeId, slot: u16, token: u32) -> Result<(), MsgError> {
         let link = &self.link;
         link.check_mailbox(to, slot)?;
-        if to == link.node {
-            link.land_ack(to, slot, token);
+        if to.index() == link.node {
+            link.land_ack(link.node, slot, token);
         } else {
-            link.send_raw(to, tag::ACK, frame(slot, 0, token, &[]));
+            link.send_raw(to.index(), tag::ACK, frame(slot, 0, token, &[]));
         }
         link.count_sent(HEADER);
         Ok(())
@@ -977,19 +978,18 @@ impl Transport for MpiPort {
         kind: u16,
         slot: u16,
         token: u32,
-        from: u64,
+        from: NodeSet,
     ) -> Result<(), MsgError> {
         let link = &self.link;
-        link.check_mailbox(link.node, slot)?;
+        link.check_mailbox(self.node(), slot)?;
         let mb = &link.mailboxes[slot as usize];
         let what = WaitFor::Acks {
             kind,
-            nodes: from.count_ones() as usize,
+            nodes: from.len(),
         };
         let acked = || {
-            (0..link.nodes)
-                .filter(|n| from & (1u64 << n) != 0)
-                .all(|n| mb.acks[n].load(Ordering::SeqCst) == token)
+            from.iter()
+                .all(|n| mb.acks[n.index()].load(Ordering::SeqCst) == token)
         };
         seam.until_flagged(what, &mb.parked, || {
             acked() || {

@@ -27,7 +27,7 @@
 //! receiver's node after storing the tail. No lock is held while waiting: a producer drops
 //! its ring's lock before it waits for space, so the messages it serves meanwhile may send.
 
-use super::{Fabric, MAILBOX_BYTES, RING_BYTES};
+use super::{Fabric, NodeId, NodeSet, MAILBOX_BYTES, RING_BYTES};
 use crate::wait::{self, Seam, WaitFor};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -53,8 +53,8 @@ const _: () = assert!(MAX_MESSAGE_BYTES as u64 + RECORD_HEADER <= RING_CAPACITY 
 pub enum MsgError {
     #[error("message of {len} bytes exceeds the largest message of {max} bytes; split it")]
     TooLarge { len: usize, max: usize },
-    #[error("node {0} does not exist")]
-    NoSuchNode(usize),
+    #[error("{0} does not exist")]
+    NoSuchNode(NodeId),
     #[error("mailbox {slot} does not exist on this node (it has {slots})")]
     NoSuchMailbox { slot: usize, slots: usize },
     #[error("{}", crate::control::ABORT_MESSAGE)]
@@ -71,7 +71,7 @@ impl From<wait::Aborted> for MsgError {
 /// A message taken from a ring. The payload borrows the ring until the handler returns.
 #[derive(Debug)]
 pub struct Inbound<'a> {
-    pub from: usize,
+    pub from: NodeId,
     pub kind: u16,
     /// The sender's mailbox, for the reply.
     pub slot: u16,
@@ -104,8 +104,8 @@ fn word32(ptr: *mut u8) -> &'static AtomicU32 {
 }
 
 /// Checks that node `to` and its mailbox `slot` exist.
-fn check_mailbox(fabric: &Fabric, to: usize, slot: u16) -> Result<(), MsgError> {
-    if to >= fabric.layout.nodes {
+fn check_mailbox(fabric: &Fabric, to: NodeId, slot: u16) -> Result<(), MsgError> {
+    if to.index() >= fabric.layout.nodes {
         return Err(MsgError::NoSuchNode(to));
     }
     if slot as usize >= fabric.layout.mailboxes {
@@ -154,13 +154,14 @@ impl Messenger {
         &self,
         fabric: &Fabric,
         seam: Option<&Seam<'_>>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         token: u32,
         payload: &[u8],
     ) -> Result<bool, MsgError> {
-        if to >= fabric.layout.nodes {
+        let dst = to.index();
+        if dst >= fabric.layout.nodes {
             return Err(MsgError::NoSuchNode(to));
         }
         if payload.len() > MAX_MESSAGE_BYTES {
@@ -172,11 +173,11 @@ impl Messenger {
         let record = RECORD_HEADER + (payload.len() as u64).div_ceil(8) * 8;
         // Modeled time: the sender's software overhead comes before the wire.
         crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
-        let ring = fabric.ring_off(to, self.node);
-        let head_line = fabric.pool_ptr(self.node, fabric.head_off(self.node, to));
+        let ring = fabric.ring_off(dst, self.node);
+        let head_line = fabric.pool_ptr(self.node, fabric.head_off(self.node, dst));
         let head_word = word64(head_line);
         let (mut p, at, waste) = loop {
-            let mut p = self.producers[to].lock().expect("poisoned");
+            let mut p = self.producers[dst].lock().expect("poisoned");
             let at = p.tail % RING_CAPACITY;
             let waste = if at + record > RING_CAPACITY {
                 RING_CAPACITY - at
@@ -206,17 +207,17 @@ impl Messenger {
         };
         // Where the record goes: after a wrap marker if it would cross the ring's end.
         let place = Placement {
-            base: fabric.pool_ptr(to, ring + RING_DATA_OFF) as usize,
+            base: fabric.pool_ptr(dst, ring + RING_DATA_OFF) as usize,
             wrap_at: (waste > 0).then_some(at as usize),
             at: ((p.tail + waste) % RING_CAPACITY) as usize,
-            tail_word: fabric.pool_ptr(to, ring) as usize,
+            tail_word: fabric.pool_ptr(dst, ring) as usize,
             tail: p.tail + waste + record,
         };
         p.tail = place.tail;
         // Modeled time: the record and its tail are written when they arrive (the deferred
         // deliveries of one ring keep their order, so its tail only grows).
         let deferred =
-            fabric.links.transmit(self.node, 1 << to, record, crate::sched::Wake::Server, |_| {
+            fabric.links.transmit(self.node, 1 << dst, record, crate::sched::Wake::Server, |_| {
                 let payload = payload.to_vec();
                 // SAFETY: as below; the ring lives in the wire mapping, which outlives
                 // every delivery of the simulation.
@@ -232,7 +233,7 @@ impl Messenger {
         drop(p);
         self.count_sent(fabric, record);
         if !deferred {
-            wait::wake_for_message(fabric.control(), to);
+            wait::wake_for_message(fabric.control(), dst);
         }
         Ok(true)
     }
@@ -271,7 +272,7 @@ impl Messenger {
                 // will not overwrite them until this consumer publishes a head beyond them.
                 let msg = unsafe {
                     Inbound {
-                        from: src,
+                        from: NodeId::from_usize(src),
                         kind: rec.add(4).cast::<u16>().read_unaligned(),
                         slot: rec.add(6).cast::<u16>().read_unaligned(),
                         token: rec.add(8).cast::<u32>().read_unaligned(),
@@ -316,24 +317,25 @@ impl Messenger {
     pub(super) fn reply(
         &self,
         fabric: &Fabric,
-        to: usize,
+        to: NodeId,
         slot: u16,
         token: u32,
         payload: &[u8],
     ) -> Result<(), MsgError> {
         check_mailbox(fabric, to, slot)?;
+        let dst = to.index();
         if payload.len() > MAX_MESSAGE_BYTES {
             return Err(MsgError::TooLarge {
                 len: payload.len(),
                 max: MAX_MESSAGE_BYTES,
             });
         }
-        let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
+        let mb = fabric.pool_ptr(dst, fabric.mailbox_off(dst, slot as usize));
         let bytes = MAILBOX_DATA_OFF + payload.len() as u64;
         crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = mb as usize;
         let deferred =
-            fabric.links.transmit(self.node, 1 << to, bytes, crate::sched::Wake::Slot(slot), |_| {
+            fabric.links.transmit(self.node, 1 << dst, bytes, crate::sched::Wake::Slot(slot), |_| {
                 let owned = payload.to_vec();
                 Box::new(move || {
                     // SAFETY: as below; the mailbox lies in the wire mapping, which
@@ -346,7 +348,7 @@ impl Messenger {
             // and does not read the payload before it sees the token stored last.
             unsafe { write_reply(mb, token, payload) };
             // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
-            wait::wake_flagged(fabric.control(), to, word32(unsafe { mb.add(4) }));
+            wait::wake_flagged(fabric.control(), dst, word32(unsafe { mb.add(4) }));
         }
         self.count_sent(fabric, bytes);
         Ok(())
@@ -358,25 +360,26 @@ impl Messenger {
     pub(super) fn ack(
         &self,
         fabric: &Fabric,
-        to: usize,
+        to: NodeId,
         slot: u16,
         token: u32,
     ) -> Result<(), MsgError> {
         check_mailbox(fabric, to, slot)?;
-        let mb = fabric.pool_ptr(to, fabric.mailbox_off(to, slot as usize));
+        let dst = to.index();
+        let mb = fabric.pool_ptr(dst, fabric.mailbox_off(dst, slot as usize));
         // SAFETY: this node's acknowledgement word lies inside the mailbox (MAILBOX_ACK_OFF
         // plus 4 per node, below MAILBOX_DATA_OFF), 4-aligned.
         let word = unsafe { mb.add((MAILBOX_ACK_OFF + 4 * self.node as u64) as usize) };
         crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = word as usize;
         let deferred =
-            fabric.links.transmit(self.node, 1 << to, 8, crate::sched::Wake::Slot(slot), |_| {
+            fabric.links.transmit(self.node, 1 << dst, 8, crate::sched::Wake::Slot(slot), |_| {
                 Box::new(move || word32(addr as *mut u8).store(token, Ordering::SeqCst))
             });
         if !deferred {
             word32(word).store(token, Ordering::SeqCst);
             // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
-            wait::wake_flagged(fabric.control(), to, word32(unsafe { mb.add(4) }));
+            wait::wake_flagged(fabric.control(), dst, word32(unsafe { mb.add(4) }));
         }
         self.count_sent(fabric, 8);
         Ok(())
@@ -391,24 +394,22 @@ impl Messenger {
         kind: u16,
         slot: u16,
         token: u32,
-        from: u64,
+        from: NodeSet,
     ) -> Result<(), MsgError> {
         let mb = fabric.pool_ptr(self.node, fabric.mailbox_off(self.node, slot as usize));
         // SAFETY: the parked word at offset 4 of our own mailbox.
         let parked = word32(unsafe { mb.add(4) });
-        let acked = |n: usize| {
+        let acked = |n: NodeId| {
             // SAFETY: node n's acknowledgement word, inside our own mailbox (see ack).
-            word32(unsafe { mb.add((MAILBOX_ACK_OFF + 4 * n as u64) as usize) })
+            word32(unsafe { mb.add((MAILBOX_ACK_OFF + 4 * n.index() as u64) as usize) })
                 .load(Ordering::SeqCst)
                 == token
         };
         let what = WaitFor::Acks {
             kind,
-            nodes: from.count_ones() as usize,
+            nodes: from.len(),
         };
-        seam.until_flagged(what, parked, || {
-            (0..64).filter(|n| from & (1u64 << n) != 0).all(acked)
-        })?;
+        seam.until_flagged(what, parked, || from.iter().all(acked))?;
         crate::sched::charge_cost("network recv_overhead_ns", |_, net| net.recv_overhead_ns as f64);
         Ok(())
     }

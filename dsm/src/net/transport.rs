@@ -68,7 +68,7 @@
 //! keep their promises in virtual time. A transport over a real network would run under
 //! the wall clock only.
 
-use super::{Inbound, MsgError, NetCounters, Region};
+use super::{Inbound, MsgError, NetCounters, NodeId, NodeSet, Region};
 use crate::control::Control;
 use crate::profile::Features;
 use crate::wait::{Seam, WaitFor};
@@ -77,7 +77,7 @@ use crate::wait::{Seam, WaitFor};
 /// doc). [`super::Net`] holds one as an `Endpoint` (`endpoint.rs`).
 pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// This node.
-    fn node(&self) -> usize;
+    fn node(&self) -> NodeId;
 
     /// Nodes in the cluster.
     fn nodes(&self) -> usize;
@@ -125,16 +125,16 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// through `seam`.
     fn ack(&self, seam: &Seam<'_>) -> Result<(), MsgError>;
 
-    /// Rings the doorbells of the nodes in `mask` whose threads are parked, after a remote
+    /// Rings the doorbells of the nodes in `nodes` whose threads are parked, after a remote
     /// write someone may wait for (the Memory Channel adapter's receive interrupt).
-    fn ring_bells(&self, mask: u64);
+    fn ring_bells(&self, nodes: NodeSet);
 
     /// Sends a message of `kind` to `to`, from mailbox `slot` with `token` (for a reply).
     /// When the ring is full it waits through `seam`, or returns `Ok(false)` without one.
     fn send(
         &self,
         seam: Option<&Seam<'_>>,
-        to: usize,
+        to: NodeId,
         kind: u16,
         slot: u16,
         token: u32,
@@ -154,7 +154,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn next_token(&self, slot: u16) -> u32;
 
     /// Completes request `token` of mailbox `slot` of node `to` with `payload`.
-    fn reply(&self, to: usize, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError>;
+    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError>;
 
     /// Waits through `seam` for the reply to request `token` of this node's mailbox `slot`
     /// and copies it into `out`; `what` names the wait in deadlock reports.
@@ -168,9 +168,9 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     ) -> Result<(), MsgError>;
 
     /// Acknowledges request `token` of node `to`'s mailbox `slot` without a payload.
-    fn acknowledge(&self, to: usize, slot: u16, token: u32) -> Result<(), MsgError>;
+    fn acknowledge(&self, to: NodeId, slot: u16, token: u32) -> Result<(), MsgError>;
 
-    /// Waits through `seam` until every node in the mask `from` has acknowledged request
+    /// Waits through `seam` until every node in `from` has acknowledged request
     /// `token` (of `kind`) of this node's mailbox `slot`.
     fn wait_acks(
         &self,
@@ -178,7 +178,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
         kind: u16,
         slot: u16,
         token: u32,
-        from: u64,
+        from: NodeSet,
     ) -> Result<(), MsgError>;
 
 }

@@ -15,13 +15,14 @@
 //! succeeds. The release and acquire around each operation (`super`) carry the data.
 
 use super::{request, SyncHost};
+use crate::ids::NodeId;
 use crate::net::Inbound;
 use crate::wire::{Msg, Reply};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 /// A waiting requester: node, mailbox slot, request token.
-type Waiter = (usize, u16, u32);
+type Waiter = (NodeId, u16, u32);
 
 /// What a manager knows of the objects it manages.
 #[derive(Default)]
@@ -40,8 +41,13 @@ pub(crate) struct Managed {
     objects: Mutex<Objects>,
 }
 
+/// The manager node of object `id` (module doc).
+fn manager<H: SyncHost + ?Sized>(host: &H, id: usize) -> NodeId {
+    NodeId::from_usize(id % host.nodes())
+}
+
 /// Sends `msg` to `to` and waits for the grant.
-fn ask<H: SyncHost + ?Sized>(host: &H, to: usize, msg: Msg<'_>) {
+fn ask<H: SyncHost + ?Sized>(host: &H, to: NodeId, msg: Msg<'_>) {
     let mut payload = Vec::new();
     msg.encode(&mut payload);
     request(host, to, msg.kind(), &payload);
@@ -63,7 +69,7 @@ impl Managed {
         crate::sched::charge_cost("host.local_sync_ns", |h, _| h.local_sync_ns as f64);
         ask(
             host,
-            lock % host.nodes(),
+            manager(host, lock),
             Msg::LockAcquire { lock: lock as u32 },
         );
     }
@@ -75,7 +81,7 @@ impl Managed {
         host.net()
             .send_via(
                 &host.seam(),
-                lock % host.nodes(),
+                manager(host, lock),
                 msg.kind(),
                 host.slot(),
                 0,
@@ -90,25 +96,21 @@ impl Managed {
             barrier: b as u32,
             epoch,
         };
-        ask(host, b % host.nodes(), msg);
+        ask(host, manager(host, b), msg);
     }
 
     pub(crate) fn flag_set<H: SyncHost + ?Sized>(&self, host: &H, f: usize) {
-        ask(host, f % host.nodes(), Msg::FlagSet { flag: f as u32 });
+        ask(host, manager(host, f), Msg::FlagSet { flag: f as u32 });
     }
 
     pub(crate) fn flag_wait<H: SyncHost + ?Sized>(&self, host: &H, f: usize) {
-        ask(host, f % host.nodes(), Msg::FlagWait { flag: f as u32 });
+        ask(host, manager(host, f), Msg::FlagWait { flag: f as u32 });
     }
 
     /// The manager's side: handles one synchronization message.
     pub(crate) fn handle<H: SyncHost + ?Sized>(&self, host: &H, m: &Inbound<'_>) {
-        let msg = Msg::decode(m.kind, m.payload).unwrap_or_else(|e| {
-            panic!(
-                "malformed synchronization message from node {}: {e}",
-                m.from
-            )
-        });
+        let msg = Msg::decode(m.kind, m.payload)
+            .unwrap_or_else(|e| panic!("malformed synchronization message from {}: {e}", m.from));
         let me: Waiter = (m.from, m.slot, m.token);
         let mut ack = Vec::new();
         Reply::Ack.encode(&mut ack);

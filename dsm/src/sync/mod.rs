@@ -35,6 +35,7 @@ pub(crate) mod messages;
 pub(crate) mod network;
 
 use crate::config::SyncStrategy;
+use crate::ids::NodeId;
 use crate::net::{Inbound, Net, NetError};
 use crate::stats::{Clock, NodeCounters};
 use crate::wait::{Seam, WaitFor};
@@ -43,8 +44,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 /// What a synchronization strategy needs from the engine of its node.
 pub(crate) trait SyncHost {
     fn net(&self) -> &Net;
-    /// This node's number.
-    fn node(&self) -> usize;
+    /// This node.
+    fn node(&self) -> NodeId;
     fn nodes(&self) -> usize;
     /// Processors per node.
     fn procs(&self) -> usize;
@@ -61,7 +62,7 @@ pub(crate) trait SyncHost {
 
 /// Sends a request and waits for its reply through the host's seam; a failure (the
 /// cluster aborted) unwinds with its message.
-fn request<H: SyncHost + ?Sized>(host: &H, to: usize, kind: u16, payload: &[u8]) {
+fn request<H: SyncHost + ?Sized>(host: &H, to: NodeId, kind: u16, payload: &[u8]) {
     let mut out = Vec::new();
     host.net()
         .request_via(&host.seam(), to, kind, host.slot(), payload, &mut out)
@@ -250,7 +251,7 @@ impl SyncState {
         match &self.flavor {
             Flavor::Messages(managed) => managed.handle(host, m),
             Flavor::Network(_) => panic!(
-                "node {}: synchronization message of kind {} from node {} under network synchronization",
+                "{}: synchronization message of kind {} from {} under network synchronization",
                 host.node(),
                 m.kind,
                 m.from

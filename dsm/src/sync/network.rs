@@ -20,6 +20,7 @@
 //! nodes that may wait, so parked waiters wake (`crate::wait`, "Sleepers and wakers").
 
 use super::{wait_written, SyncHost};
+use crate::ids::{NodeId, NodeSet};
 use crate::net::{Backing, Net, NetError, Region};
 use crate::wait::{SeamLock, WaitFor};
 
@@ -91,11 +92,12 @@ impl Network {
         let (region, stride) = self.locks;
         let (net, me_node, nodes) = (host.net(), host.node(), host.nodes());
         let base = lock as u64 * stride;
-        let me = base + 4 * me_node as u64;
+        let me = base + 4 * me_node.index() as u64;
         let others_clear = || {
-            (0..nodes).all(|n| n == me_node || net.rx(region).load_u32(base + 4 * n as u64) == 0)
+            (0..nodes)
+                .all(|n| n == me_node.index() || net.rx(region).load_u32(base + 4 * n as u64) == 0)
         };
-        let mut backoff = 1u32 + me_node as u32;
+        let mut backoff = 1u32 + me_node.index() as u32;
         loop {
             // A bid value of our own, so that the loopback we wait for is this bid's and
             // not an earlier one's whose withdrawal is still on its way to us.
@@ -118,7 +120,7 @@ impl Network {
             }
             net.tx(region).write_u32(me, 0);
             // Another bidder may be waiting for our entry to clear.
-            net.ring_bells(net.all_nodes() & !(1 << me_node));
+            net.ring_bells(net.all_nodes().without(me_node));
             wait_written(
                 host,
                 WaitFor::SyncWord {
@@ -139,7 +141,7 @@ impl Network {
         let (region, stride) = self.locks;
         let net = host.net();
         net.tx(region)
-            .write_u32(lock as u64 * stride + 4 * host.node() as u64, 0);
+            .write_u32(lock as u64 * stride + 4 * host.node().index() as u64, 0);
         net.ring_bells(net.all_nodes());
         // This processor took the local lock in lock_acquire (the caller checked it holds
         // the lock) and gives it up here.
@@ -153,11 +155,13 @@ impl Network {
         let base = b as u64 * stride;
         let rx = net.rx(region);
         let tx = net.tx(region);
-        tx.write_u64(base + 8 * me as u64, epoch);
+        tx.write_u64(base + 8 * me.index() as u64, epoch);
         let sense = base + 8 * nodes as u64;
-        net.ring_bells(1);
+        // Node 0 gathers the arrivals (module doc).
+        let gatherer = NodeId(0);
+        net.ring_bells(NodeSet::only(gatherer));
         let what = |what| WaitFor::SyncWord { what, id: b };
-        if me == 0 {
+        if me == gatherer {
             let arrivals = region.span(base, 8 * nodes as u64);
             wait_written(host, what("every node's arrival at barrier"), arrivals, || {
                 (0..nodes).all(|n| rx.load_u64(base + 8 * n as u64) >= epoch)
