@@ -12,6 +12,10 @@
 //! same setup, so every node gets the same regions in the same order), a request composed
 //! of a send and a wait for its reply, the node's wait seam, the heartbeat.
 //!
+//! The seam names a node as a [`NodeId`] and a set of nodes (the doorbells to ring, the
+//! nodes a request to several must hear from) as a [`NodeSet`]; a transport turns them
+//! into indexes of its own per-node state.
+//!
 //! | Operation | `Net` | `Transport` | Feature it needs |
 //! |---|---|---|---|
 //! | regions | `alloc_region`, `region_at`, `attach_rx`, `detach_rx`, `receives`, `rx` | `address_space`, `attach`, `detach`, `receives`, `receive_memory` | `remote_write` to be written by others |
