@@ -73,8 +73,8 @@ impl fmt::Display for NodeId {
 
 /// A set of nodes, one bit per node (bit `n` for node `n`), as the directory and the wire
 /// carry sharing sets. Invariant: built from [`NodeId`]s, it holds only nodes below
-/// [`MAX_NODES`]; a set read from the network ([`NodeSet::from_bits`]) may carry other
-/// bits, which [`NodeSet::iter`] does not yield.
+/// [`MAX_NODES`]; a set read from the network (`NodeSet::from_bits`, inside the crate) may
+/// carry other bits, which [`NodeSet::iter`] does not yield.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct NodeSet(u64);
 
