@@ -691,6 +691,14 @@ mod polling {
         }
     }
 
+    /// Looks at `done` every `every` until it holds, sleeping in between: for a rare
+    /// wait of the launcher's that no event can end (a peer's silence).
+    pub fn poll_until(every: Duration, mut done: impl FnMut() -> bool) {
+        while !done() {
+            std::thread::park_timeout(every);
+        }
+    }
+
     /// Sleeps until the process is killed: an MPI rank whose run failed waits here for the
     /// `MPI_Abort` of the rank that reports the failure (`crate::launch`, "MPI ranks"). It
     /// takes no core meanwhile.
@@ -702,7 +710,7 @@ mod polling {
 }
 
 #[cfg(feature = "mpi")]
-pub(crate) use polling::{until_killed, Poller};
+pub(crate) use polling::{poll_until, until_killed, Poller};
 
 /// A node-local lock whose waiters wait through the [`Seam`] (and so serve messages, give
 /// up on abort, and are visible to the modeled-time scheduler).

@@ -152,9 +152,15 @@ fn the_modeled_clock_is_refused_under_mpi() {
 
 /// Runs sor on 2 ranks with `DSM_TEST_STOP=stop` and a stall limit of 1 s.
 fn failing_run(stop: &str, name: &str) -> (Outcome, String) {
+    failing_run_on(2, stop, name)
+}
+
+/// Runs sor on `np` ranks with `DSM_TEST_STOP=stop` and a stall limit of 1 s.
+fn failing_run_on(np: usize, stop: &str, name: &str) -> (Outcome, String) {
     let t = tag(name);
-    let args = ["run", "sor", "--size", "test", "--variant", "CSM-None", "--nodes", "2", "--stall-timeout", "1"];
-    (mpirun(2, &args, &[("DSM_TEST_STOP", stop)], &t), t)
+    let nodes = np.to_string();
+    let args = ["run", "sor", "--size", "test", "--variant", "CSM-None", "--nodes", &nodes, "--stall-timeout", "1"];
+    (mpirun(np, &args, &[("DSM_TEST_STOP", stop)], &t), t)
 }
 
 #[test]
@@ -190,4 +196,18 @@ fn a_stopped_rank_is_reported_and_no_rank_is_left_running() {
         assert_eq!(failures, o.stderr.matches(&report).count(), "{}", o.text());
         assert!(left_running(&t).is_empty(), "{}", o.text());
     }
+}
+
+#[test]
+fn with_rank_0_and_rank_1_stopped_rank_2_reports() {
+    // Rank 0 fell silent, so it will not report; rank 1, which would, is silent too: the
+    // lowest rank still responding (2) reports rank 0 and ends the job. The MPI_Abort may
+    // continue the stopped ranks, which then report the same failure before they die.
+    let (o, t) = failing_run_on(3, "0:after-node,1:after-node", "stopped-0-and-1");
+    assert_ne!(o.code, Some(0), "{}", o.text());
+    let report = "node 0 stopped responding: no ";
+    assert!((1..=3).contains(&o.stderr.matches(report).count()), "{}", o.text());
+    let failures = o.stderr.lines().filter(|l| l.starts_with("cashmere: ")).count();
+    assert_eq!(failures, o.stderr.matches(report).count(), "{}", o.text());
+    assert!(left_running(&t).is_empty(), "{}", o.text());
 }

@@ -64,10 +64,12 @@
 //! barrier of messages; the results go to rank 0, which returns them, while the other
 //! ranks return [`LaunchError::OtherRun`] (the process-mode rule: they skip the run's
 //! report). Heartbeats, the stall limit and the first failure travel as messages, and a
-//! failed run ends the job with `MPI_Abort`, reported by rank 0 (by rank 1 if rank 0 is
-//! the node that stopped). The job must have as many ranks as the cluster has nodes.
+//! failed run ends the job with `MPI_Abort`, reported by rank 0 (if rank 0 stopped, by the
+//! lowest rank still responding). The job must have as many ranks as the cluster has
+//! nodes.
 //!
-//! Test-only: `DSM_TEST_STOP=N:POINT` makes node process `N` stop itself with SIGSTOP at
+//! Test-only: `DSM_TEST_STOP=N:POINT` (several separated by commas) makes node process
+//! `N` stop itself with SIGSTOP at
 //! `POINT`: `before-exec` (the launcher's child, between fork and exec), `after-exec`
 //! (the node process, at its launch call, before it attaches the fabric) or `before-ready`
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
@@ -284,13 +286,15 @@ enum StopPoint {
     AfterNode,
 }
 
-/// The node and point `DSM_TEST_STOP` names, if it is set.
-fn test_stop() -> Result<Option<(usize, StopPoint)>, LaunchError> {
+/// The nodes and points `DSM_TEST_STOP` names (`NODE:POINT`, several separated by
+/// commas), if it is set.
+fn test_stops() -> Result<Vec<(usize, StopPoint)>, LaunchError> {
     let Some(v) = std::env::var_os(ENV_TEST_STOP) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let v = v.to_string_lossy();
-    let parsed = v.split_once(':').and_then(|(n, p)| {
+    let parse = |one: &str| {
+        let (n, p) = one.split_once(':')?;
         let point = match p {
             "before-exec" => StopPoint::BeforeExec,
             "after-exec" => StopPoint::AfterExec,
@@ -300,17 +304,17 @@ fn test_stop() -> Result<Option<(usize, StopPoint)>, LaunchError> {
             _ => return None,
         };
         Some((n.parse().ok()?, point))
-    });
-    parsed.map(Some).ok_or_else(|| {
+    };
+    v.split(',').map(parse).collect::<Option<Vec<_>>>().ok_or_else(|| {
         LaunchError::BadEnvironment(format!(
-            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT, POINT one of before-exec, after-exec, before-ready, killed, after-node (a variable for tests only: unset it)"
+            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT[,NODE:POINT...], POINT one of before-exec, after-exec, before-ready, killed, after-node (a variable for tests only: unset it)"
         ))
     })
 }
 
 /// Stops this node process here if `DSM_TEST_STOP` says so.
 fn stop_here_if_asked(node: usize, point: StopPoint) {
-    if let Ok(Some((n, p))) = test_stop() {
+    for (n, p) in test_stops().unwrap_or_default() {
         if n == node && p == point {
             sys::raise_stop();
         }
@@ -738,7 +742,7 @@ fn launch_processes(
 ) -> Result<Vec<Vec<u8>>, LaunchError> {
     let nodes = fabric.layout().nodes;
     let args = spec.child_args.clone().unwrap_or_else(default_child_args);
-    let stop = test_stop()?;
+    let stops = test_stops()?;
     let fd = fabric.raw_fd();
     let mut children: Vec<Option<sys::NodeProcess>> = Vec::with_capacity(nodes);
     for node in 0..nodes {
@@ -748,7 +752,7 @@ fn launch_processes(
             (ENV_LAYOUT.to_string(), layout_string(fabric.layout())),
             (ENV_RUN.to_string(), run.to_string()),
         ];
-        let stop_before_exec = stop == Some((node, StopPoint::BeforeExec));
+        let stop_before_exec = stops.contains(&(node, StopPoint::BeforeExec));
         match sys::spawn_node_process(&args, &env, &[fd], stop_before_exec) {
             Ok(child) => {
                 fabric

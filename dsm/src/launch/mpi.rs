@@ -16,9 +16,10 @@
 //! reached it: its own, or a peer's, sent by that peer's progress thread) for the program
 //! to report, and the process ends with `MPI_Abort` instead of `MPI_Finalize`
 //! (`net::mpi::abort_at_exit`), which stops every rank, a stopped one included. The
-//! other ranks wait for that end without printing. If rank 0 itself is the node that
-//! failed (it stopped responding, so it will not report), rank 1 reports and aborts the
-//! job. A rank killed outright is reported by `mpirun`, which then ends the others.
+//! other ranks wait for that end without printing. If rank 0 falls silent for the stall
+//! limit (it stopped, so it will not report), the lowest rank still responding reports
+//! and aborts the job: rank 1, or rank 2 if rank 1 is silent too, and so on. A rank
+//! killed outright is reported by `mpirun`, which then ends the others.
 
 use super::{
     failure_report, is_secondary, panic_message, record_failure, stop_here_if_asked, Layout,
@@ -31,6 +32,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How often a rank that may have to report a silent rank 0's failure looks whether the
+/// ranks below it fell silent too.
+const REPORTER_LOOK: Duration = Duration::from_millis(20);
 
 /// Runs this rank's node of a cluster run (module doc).
 pub(super) fn launch_mpi<F>(
@@ -72,6 +77,7 @@ where
         Ok(l) => l,
         Err(e) => return refuse(e.into()),
     };
+    let _stop = link.stop_on_drop();
     stop_here_if_asked(rank, StopPoint::BeforeReady);
     let ctx = NodeCtx {
         node: rank,
@@ -153,15 +159,17 @@ fn finish_other_rank(
         link.stop();
         return Err(LaunchError::OtherRun);
     }
-    // The run failed. Rank 0 reports it and aborts the job, unless rank 0 is the node
-    // that failed: then rank 1 does.
-    if verdict.is_none() && rank == 1 {
-        if !matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { node: 0, .. }) {
-            let cause = link.rank_0_silence();
-            fabric.control().fail(0, &cause);
-        }
-        eprintln!("cashmere: {}", failure_report(fabric, None));
-        mpi::abort_job();
+    // The run failed. Rank 0 reports it and aborts the job, unless rank 0 fell silent:
+    // then the lowest rank still responding does, once the ranks below it are silent too
+    // (rank 1 at once; rank 2 if rank 1 was stopped as well; and so on).
+    if verdict.is_some() {
+        crate::wait::until_killed()
     }
-    crate::wait::until_killed()
+    crate::wait::poll_until(REPORTER_LOOK, || link.ranks_below_silent(rank));
+    if !matches!(fabric.control().abort_origin(), AbortOrigin::Recorded { node: 0, .. }) {
+        let cause = link.rank_0_silence();
+        fabric.control().fail(0, &cause);
+    }
+    eprintln!("cashmere: {}", failure_report(fabric, None));
+    mpi::abort_job()
 }

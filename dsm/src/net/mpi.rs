@@ -447,23 +447,30 @@ impl MpiLink {
     }
 
     /// After a failed run, on a rank other than 0: waits for rank 0's verdict (`Some`), or
-    /// until rank 0 is known to have failed or has been silent for the stall limit
-    /// (`None`: it will not report). This wait does not give up on the abort, which has
-    /// happened already.
+    /// until rank 0 has been silent for the stall limit (`None`: it will not report). A
+    /// failure of rank 0's that reached this rank is no reason to stop waiting: rank 0
+    /// reports it itself, unless it stopped, and then it falls silent too (reporting it
+    /// here as well made two reports of one failure). This wait does not give up on the
+    /// abort, which has happened already.
     pub fn await_verdict_or_silence_of_rank_0(&self) -> Option<bool> {
         let mut poller = Poller::default();
         loop {
             if let Some(v) = self.gather.lock().expect("poisoned").verdict {
                 return Some(v);
             }
-            if let AbortOrigin::Recorded { node: 0, .. } = self.control().abort_origin() {
-                return None;
-            }
             if self.silence(0) >= self.stall_timeout {
                 return None;
             }
             poller.idle();
         }
+    }
+
+    /// Whether every rank from 1 to `rank - 1` has been silent for the stall limit: after
+    /// rank 0 fell silent, the lowest rank still responding reports the run's failure
+    /// (`crate::launch`, "MPI ranks"), so rank `rank` does once the ranks below it are
+    /// silent too.
+    pub fn ranks_below_silent(&self, rank: usize) -> bool {
+        (1..rank).all(|n| self.silence(n) >= self.stall_timeout)
     }
 
     /// How long `node` has been silent.
@@ -478,6 +485,13 @@ impl MpiLink {
             self.silence(0).as_secs_f64(),
             self.stall_timeout.as_secs_f64()
         )
+    }
+
+    /// Stops the link when dropped, unless [`MpiLink::stop`] did already: a panic after
+    /// the link started must not leave its progress thread inside MPI while the process
+    /// finalizes it.
+    pub fn stop_on_drop(&self) -> StopOnDrop<'_> {
+        StopOnDrop(self)
     }
 
     /// Stops the progress thread and frees the run's communicator.
@@ -502,17 +516,18 @@ impl MpiLink {
             // `None`: a waiting thread of the node receives now; this thread backs off
             // as if nothing had come (two threads of a rank spinning on MPI would take
             // the cores the processors compute on).
-            if self.try_pump().is_some_and(|n| n > 0) {
-                poller.busy();
-                continue;
-            }
-            if self.kicked.swap(false, Ordering::AcqRel) {
+            let arrived = self.try_pump().is_some_and(|n| n > 0);
+            if arrived || self.kicked.swap(false, Ordering::AcqRel) {
                 poller.busy();
             }
             looks = looks.wrapping_add(1);
             let cores_taken = self.control().cores_taken();
-            if !poller.sleeping() && !cores_taken && looks % 256 != 0 {
-                poller.idle();
+            // The periodic work (failures, heartbeats, stalls) runs every 256th look
+            // even while arrivals keep coming, and at every look once the poller sleeps.
+            if looks % 256 != 0 && (arrived || (!poller.sleeping() && !cores_taken)) {
+                if !arrived {
+                    poller.idle();
+                }
                 continue;
             }
             let now = Instant::now();
@@ -536,7 +551,9 @@ impl MpiLink {
                     self.watch(now);
                 }
             }
-            poller.idle_sharing(cores_taken);
+            if !arrived {
+                poller.idle_sharing(cores_taken);
+            }
         }
     }
 
@@ -713,6 +730,15 @@ impl MpiLink {
     }
 }
 
+/// Stops its link when dropped ([`MpiLink::stop_on_drop`]).
+pub struct StopOnDrop<'a>(&'a MpiLink);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// One node's endpoint on the MPI transport: its [`Transport`].
 #[derive(Debug)]
 pub(crate) struct MpiPort {
@@ -866,8 +892,11 @@ impl Transport for MpiPort {
             return 0;
         };
         link.pump();
+        // Only the messages there now: under a steady stream a processor that serves
+        // while it waits would otherwise never get back to its own wait.
+        let waiting = link.inbox.lock().expect("poisoned").len();
         let mut handled = 0;
-        loop {
+        while handled < waiting {
             let Some(env) = link.inbox.lock().expect("poisoned").pop_front() else {
                 break;
             };
