@@ -299,7 +299,7 @@ impl Broadcast {
         self.publish_evicting(net, p, tag, data).is_some()
     }
 
-    /// [`Broadcast::publish`], saying what it did: `None` if skipped, else whether the
+    /// `Broadcast::publish`, saying what it did: `None` if skipped, else whether the
     /// slot held a copy of another page, which this publication evicted (slot reuse).
     pub fn publish_evicting(
         &self,

@@ -30,8 +30,8 @@
 //!   one core (4 ranks on 2 cores) counts as unknown, and then no wait counts the cores
 //!   as free: it spins `SPIN_CHECKS` (the idle service `IDLE_SPIN_CHECKS`), yields, and
 //!   parks, as below, and no thread counts as a poller. (With the free spin there, 4-rank
-//!   random programs under two CPU hogs ran twice as long, and one run of three hung; not
-//!   diagnosed.)
+//!   random programs under two CPU hogs ran twice as long. One run of three also hung,
+//!   most likely from the lost message that `net::mpi`'s `Comm` describes, since fixed.)
 //! - **Oversubscribed** (more running threads than cores): a spinner holds a core that
 //!   another thread of the cluster needs, perhaps the one it waits for. The idle service
 //!   parks at once (the processors need the cores more; a message rings it), and a waiter

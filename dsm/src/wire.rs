@@ -276,7 +276,7 @@ pub(crate) enum Reply<'a> {
 /// changed words, each encoded as [`crate::diff`] says (`offset u32`, `words u32` with
 /// the mask bit, the masks if any, the words). Offsets and counts are 32-bit so pages of
 /// 64 KiB and more work. Built only by decoding (which checks the structure) or by
-/// [`DiffRuns::encode_from`], so iterating never fails.
+/// `DiffRuns::encode_from`, so iterating never fails.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DiffRuns<'a> {
     count: u32,

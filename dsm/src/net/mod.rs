@@ -360,7 +360,7 @@ impl Net {
 
     /// Acknowledge request: returns once every packet this node sent before has landed
     /// (and every write ordered before them has reached this node). Serves no messages
-    /// while it waits; see [`Net::ack_via`].
+    /// while it waits; see `Net::ack_via` (inside the crate).
     pub fn ack(&self) {
         self.ack_via(&self.seam()).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -381,7 +381,7 @@ impl Net {
         crate::wait::Running::start(self.port.control())
     }
 
-    /// serve uses [`Net::send_via`] with a serving seam.
+    /// serve uses `Net::send_via` (inside the crate) with a serving seam.
     pub fn send(
         &self,
         to: NodeId,
@@ -496,7 +496,7 @@ impl Net {
     }
 
     /// Acknowledges request `token` from `to`'s mailbox `slot` (sent by
-    /// [`Net::request_all_via`]).
+    /// `Net::request_all_via`, inside the crate).
     pub fn acknowledge(&self, to: NodeId, slot: u16, token: u32) -> Result<(), MsgError> {
         self.port.acknowledge(to, slot, token)
     }

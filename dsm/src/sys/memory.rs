@@ -95,7 +95,7 @@ impl Drop for Mapping {
 }
 
 /// Reserves `len` bytes of address space with no access, to pick an address range that
-/// later mappings replace with [`map_shared_at`].
+/// later mappings replace with [`map_shared_fixed_noreplace`].
 pub fn reserve(len: usize) -> io::Result<Mapping> {
     // SAFETY: an anonymous PROT_NONE mapping at a kernel-chosen address has no preconditions.
     let p = unsafe {
