@@ -138,14 +138,14 @@ impl Control {
         self.running.0.fetch_add(by, Ordering::Relaxed);
     }
 
-    /// The host's cores are shared with `ranks` processes alike, whose threads this
-    /// block does not count (the ranks of an MPI job on this host): the block counts its
-    /// own threads against its share of the cores, and turns the running count's rule off
-    /// (0) if the share is less than one core.
+    /// The host's cores (as [`Control::init`] found them) are shared with `ranks`
+    /// processes alike, whose threads this block does not count (the ranks of an MPI job
+    /// on this host): the block counts its own threads against its share of the cores, and
+    /// turns the running count's rule off (0) if the share is less than one core.
     #[cfg(feature = "mpi")]
     pub(crate) fn share_cores(&self, ranks: usize) {
-        let cores = std::thread::available_parallelism().map_or(0, |n| n.get()) / ranks.max(1);
-        self.cores.store(cores.min(u32::MAX as usize) as u32, Ordering::Relaxed);
+        let share = self.cores.load(Ordering::Relaxed) / ranks.max(1) as u32;
+        self.cores.store(share, Ordering::Relaxed);
     }
 
     /// Whether the running count means anything: the block knows the host's cores and

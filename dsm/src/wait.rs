@@ -71,10 +71,10 @@
 //! yields). Nothing is lost: a poller that stops polling (it yields, parks, or its wait
 //! ends) uncounts itself, issues a SeqCst fence, and then looks at the rings (a processor
 //! serves what it finds unless its wait ended holding what it took, and rings its node's
-//! doorbell if messages remain; the service's park checks for messages after its fence). The sender
-//! stores the message, issues a SeqCst fence and reads the poller count: if its fence
-//! comes first, the poller's look finds the message; if the poller's does, the sender
-//! reads a count without it, and rings if nobody else polls.
+//! doorbell if messages remain; the service's park checks for messages after its fence).
+//! The sender stores the message, issues a SeqCst fence and reads the poller count: if its
+//! fence comes first, the poller's look finds the message; if the poller's does, the
+//! sender reads a count without it, and rings if nobody else polls.
 //!
 //! While it spins and after every wake-up it *serves* its node's incoming messages if the
 //! seam has a [`Serve`] hook, as Cashmere's processors poll: a waiting processor handles
@@ -703,9 +703,8 @@ mod polling {
     /// `MPI_Abort` of the rank that reports the failure (`crate::launch`, "MPI ranks"). It
     /// takes no core meanwhile.
     pub fn until_killed() -> ! {
-        loop {
-            std::thread::park_timeout(Duration::from_secs(1));
-        }
+        poll_until(Duration::from_secs(1), || false);
+        unreachable!("a wait for nothing ended")
     }
 }
 

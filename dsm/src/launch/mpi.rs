@@ -132,7 +132,6 @@ fn finish_rank_0(
     }
     let ok = fallback.is_none() && !fabric.control().aborted() && !results.is_empty();
     link.send_verdict(ok);
-    link.stop();
     if ok {
         return Ok(results);
     }
@@ -149,14 +148,12 @@ fn finish_other_rank(
 ) -> Result<Vec<Vec<u8>>, LaunchError> {
     link.send_result(&own);
     if link.verdict() == Some(true) {
-        link.stop();
         return Err(LaunchError::OtherRun);
     }
     // Rank 0 may have judged the run a success before this rank's abort: then it will
     // not abort the job, and this rank ends its run as after a success.
     let verdict = link.await_verdict_or_silence_of_rank_0();
     if verdict == Some(true) {
-        link.stop();
         return Err(LaunchError::OtherRun);
     }
     // The run failed. Rank 0 reports it and aborts the job, unless rank 0 fell silent:

@@ -434,7 +434,8 @@ impl Net {
         self.port.control().beat(self.node.index());
     }
 
-    /// True if a ring of this node holds unread messages (or another thread is polling).
+    /// True if messages wait for this node (`Transport::has_messages` says what it answers
+    /// while another thread polls).
     pub(crate) fn has_messages(&self) -> bool {
         self.port.has_messages()
     }
