@@ -9,26 +9,33 @@
 //!
 //! | word  | SPLASH field    | here                                                      |
 //! |-------|-----------------|-----------------------------------------------------------|
-//! | 0     | `type`          | unused (every record is a body)                           |
+//! | 0     | `type`          | [`KIN`]: kinetic energy after the velocity correction (SPLASH sums it privately in its diagnostics) |
 //! | 1     | `mass`          | [`MASS`]                                                  |
-//! | 2-4   | `pos`           | [`POS`]                                                   |
-//! | 5-6   | `cost`, `level` | [`COST`]: the cost of even and of odd steps (the partition reads last step's while the force phase writes this step's, [`crate::cost_halves`]); an integer held in an `f64` |
-//! | 7     | `parent`        | [`KIN`]: kinetic energy after the velocity correction (SPLASH sums it privately in its diagnostics) |
-//! | 8     | `child_num`     | unused (the tree keeps bodies in cells' child slots)      |
+//! | 2-4   | `pos`           | [`POS`]`[0]`: the position of even steps                  |
+//! | 5     | `cost`          | [`COST`]: interactions of the last force phase (an integer held in an `f64`) |
+//! | 6-8   | `level`, `parent`, `child_num` | [`POS`]`[1]`: the position of odd steps    |
 //! | 9-11  | `vel`           | [`VEL`]                                                   |
 //! | 12-14 | `acc`           | [`ACC`]                                                   |
 //! | 15    | `phi`           | [`PHI`]                                                   |
+//!
+//! Two positions, because SPLASH advances a processor's bodies right after computing
+//! their forces, with no barrier in between (`stepsystem` in SPLASH-2 `code.C`:
+//! `ComputeForces`, then "advance my bodies", then `BARRIER(Global->Barpos)`), while
+//! other processors' force walks still read those positions: a data race there, which a
+//! DSM program may not have. Step `k` reads position [`POS`]`[k % 2]` and its advance
+//! writes the other, so a step writes each body's record once, between the same two
+//! barriers, as SPLASH does (the crate doc, "Work distribution").
 
 /// Words (`f64`) per body record.
 pub const BODY_WORDS: usize = 16;
+/// Word of the kinetic energy.
+pub const KIN: usize = 0;
 /// Word of the mass.
 pub const MASS: usize = 1;
-/// Words of the position.
-pub const POS: usize = 2;
-/// Words of the two cost halves.
+/// First words of the two positions: step `k` reads `POS[k % 2]` and writes the other.
+pub const POS: [usize; 2] = [2, 6];
+/// Word of the cost.
 pub const COST: usize = 5;
-/// Word of the kinetic energy.
-pub const KIN: usize = 7;
 /// Words of the velocity.
 pub const VEL: usize = 9;
 /// Words of the acceleration.
@@ -53,11 +60,12 @@ pub fn count(t: &[f64]) -> usize {
     t.len() / BODY_WORDS
 }
 
-/// The position of body `b`.
+/// Position `half` (0 or 1, [`POS`]) of body `b`.
 #[inline]
-pub fn pos(t: &[f64], b: usize) -> [f64; 3] {
+pub fn pos(t: &[f64], b: usize, half: usize) -> [f64; 3] {
     let r = rec(t, b);
-    [r[POS], r[POS + 1], r[POS + 2]]
+    let at = POS[half];
+    [r[at], r[at + 1], r[at + 2]]
 }
 
 /// The mass of body `b`.
@@ -66,10 +74,10 @@ pub fn mass(t: &[f64], b: usize) -> f64 {
     t[b * BODY_WORDS + MASS]
 }
 
-/// The cost of body `b` in half `half` (0 or 1).
+/// The cost of body `b`.
 #[inline]
-pub fn cost(t: &[f64], b: usize, half: usize) -> u64 {
-    t[b * BODY_WORDS + COST + half] as u64
+pub fn cost(t: &[f64], b: usize) -> u64 {
+    t[b * BODY_WORDS + COST] as u64
 }
 
 /// A table of `n` zeroed records.
@@ -77,8 +85,8 @@ pub fn table(n: usize) -> Vec<f64> {
     vec![0.0; n * BODY_WORDS]
 }
 
-/// Fills the positions, velocities and masses of table `t` from separate arrays (three,
-/// three and one entries per body).
+/// Fills position 0, the velocities and the masses of table `t` from separate arrays
+/// (three, three and one entries per body).
 pub fn fill(t: &mut [f64], pos: &[f64], vel: &[f64], mass: &[f64]) {
     assert_eq!(
         t.len(),
@@ -88,7 +96,7 @@ pub fn fill(t: &mut [f64], pos: &[f64], vel: &[f64], mass: &[f64]) {
     for (b, &m) in mass.iter().enumerate() {
         let r = rec_mut(t, b);
         r[MASS] = m;
-        r[POS..POS + 3].copy_from_slice(&pos[3 * b..3 * b + 3]);
+        r[POS[0]..POS[0] + 3].copy_from_slice(&pos[3 * b..3 * b + 3]);
         r[VEL..VEL + 3].copy_from_slice(&vel[3 * b..3 * b + 3]);
     }
 }
@@ -100,16 +108,14 @@ pub fn from_arrays(pos: &[f64], vel: &[f64], mass: &[f64]) -> Vec<f64> {
     t
 }
 
-/// Sets the cost of every body in half `half` to `c` (the first step's costs).
-pub fn set_costs(t: &mut [f64], half: usize, c: u64) {
+/// Sets the cost of every body to `c` (the first step's costs).
+pub fn set_costs(t: &mut [f64], c: u64) {
     for r in t.chunks_exact_mut(BODY_WORDS) {
-        r[COST + half] = c as f64;
+        r[COST] = c as f64;
     }
 }
 
-/// The sum of the costs in half `half`: the interactions of the step that wrote it.
-pub fn total_cost(t: &[f64], half: usize) -> u64 {
-    t.chunks_exact(BODY_WORDS)
-        .map(|r| r[COST + half] as u64)
-        .sum()
+/// The sum of the costs: the interactions of the last force phase.
+pub fn total_cost(t: &[f64]) -> u64 {
+    t.chunks_exact(BODY_WORDS).map(|r| r[COST] as u64).sum()
 }

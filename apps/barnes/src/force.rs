@@ -38,6 +38,8 @@ pub struct Gravity {
 struct Walk<'a> {
     tree: Tree<'a>,
     bodies: &'a [f64],
+    /// The position the walk reads ([`body::POS`]).
+    half: usize,
     me: usize,
     x0: [f64; 3],
     tolsq: f64,
@@ -69,7 +71,7 @@ impl Walk<'_> {
             Node::Empty => {}
             Node::Body(b) => {
                 if b != self.me {
-                    let (dr, drsq) = self.offset(&body::pos(self.bodies, b));
+                    let (dr, drsq) = self.offset(&body::pos(self.bodies, b, self.half));
                     self.gravsub(dr, drsq, body::mass(self.bodies, b));
                 }
             }
@@ -87,13 +89,21 @@ impl Walk<'_> {
     }
 }
 
-/// The gravity on body `me` of table `bodies` from the tree.
-pub fn gravity(tree: Tree<'_>, bodies: &[f64], me: usize, theta: f64, eps: f64) -> Gravity {
+/// The gravity on body `me` of table `bodies`, at position `half`, from the tree.
+pub fn gravity(
+    tree: Tree<'_>,
+    bodies: &[f64],
+    half: usize,
+    me: usize,
+    theta: f64,
+    eps: f64,
+) -> Gravity {
     let mut w = Walk {
         tree,
         bodies,
+        half,
         me,
-        x0: body::pos(bodies, me),
+        x0: body::pos(bodies, me, half),
         tolsq: theta * theta,
         epssq: eps * eps,
         g: Gravity {
@@ -106,23 +116,23 @@ pub fn gravity(tree: Tree<'_>, bodies: &[f64], me: usize, theta: f64, eps: f64) 
     w.g
 }
 
-/// The force phase for `bodies` of table `t`: gravity from the tree, the leapfrog
-/// velocity correction (skipped on the first step, when there is no old acceleration) and
-/// the kinetic energy; each body's interactions become its cost in half `cost_half` of its
-/// record. Reads the position and mass of every body and the tree; writes the
-/// acceleration, potential, velocity, kinetic energy and cost of `bodies` only.
+/// The force phase for `bodies` of table `t` at their position `half`: gravity from the
+/// tree, the leapfrog velocity correction (skipped on the first step, when there is no old
+/// acceleration) and the kinetic energy; each body's interactions become its cost. Reads
+/// position `half` and the mass of every body and the tree; writes the acceleration,
+/// potential, velocity, kinetic energy and cost of `bodies` only.
 pub fn force_phase(
     tree: Tree<'_>,
     t: &mut [f64],
     bodies: &[u32],
     first_step: bool,
     fp: ForceParams,
-    cost_half: usize,
+    half: usize,
 ) {
     let dthf = 0.5 * fp.dtime;
     for &b in bodies {
         let b = b as usize;
-        let g = gravity(tree, t, b, fp.theta, fp.eps);
+        let g = gravity(tree, t, half, b, fp.theta, fp.eps);
         let r = body::rec_mut(t, b);
         if !first_step {
             for k in 0..3 {
@@ -132,7 +142,7 @@ pub fn force_phase(
         }
         r[ACC..ACC + 3].copy_from_slice(&g.acc);
         r[PHI] = g.phi;
-        r[COST + cost_half] = g.interactions as f64;
+        r[COST] = g.interactions as f64;
         let v = [r[VEL], r[VEL + 1], r[VEL + 2]];
         r[KIN] = 0.5 * r[MASS] * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
         dsm::work::count(crate::INTERACTION, g.interactions);
@@ -140,15 +150,17 @@ pub fn force_phase(
 }
 
 /// Advances `bodies` of table `t` by one step with their accelerations: `v' = v + dt/2 a`,
-/// `x += dt v'`, `v = v' + dt/2 a`. Writes the records of `bodies` only.
-pub fn advance(bodies: &[u32], t: &mut [f64], dtime: f64) {
+/// `x = x + dt v'`, `v = v' + dt/2 a`, reading position `half` and writing the other.
+/// Reads and writes the records of `bodies` only.
+pub fn advance(bodies: &[u32], t: &mut [f64], dtime: f64, half: usize) {
     let dthf = 0.5 * dtime;
+    let (from, to) = (body::POS[half], body::POS[1 - half]);
     for &b in bodies {
         let r = body::rec_mut(t, b as usize);
         for k in 0..3 {
             let dvel = r[ACC + k] * dthf;
             let vel1 = r[VEL + k] + dvel;
-            r[body::POS + k] += vel1 * dtime;
+            r[to + k] = r[from + k] + vel1 * dtime;
             r[VEL + k] = vel1 + dvel;
         }
         dsm::work::count(crate::TREE, 1);
@@ -189,18 +201,19 @@ mod tests {
     use crate::plummer::plummer;
     use crate::tree::{build_tree, compute_cofm, Cube, TreeStore};
 
-    fn tree_of(t: &[f64]) -> (TreeStore, Cube) {
+    /// The tree of table `t` at position `half`.
+    fn tree_at(t: &[f64], half: usize) -> (TreeStore, Cube) {
         let n = body::count(t);
-        let cube = Cube::around(t);
+        let cube = Cube::around(t, half);
         let mut store = TreeStore::new(4 * n + 16);
-        let ncell = build_tree(cube, t, &mut store.as_mut()).unwrap();
-        compute_cofm(&mut store.as_mut(), ncell, t, 0);
+        let ncell = build_tree(cube, t, half, &mut store.as_mut()).unwrap();
+        compute_cofm(&mut store.as_mut(), ncell, t, half);
         (store, cube)
     }
 
     fn table(pos: &[f64], mass: &[f64]) -> Vec<f64> {
         let mut t = body::from_arrays(pos, &vec![0.0; pos.len()], mass);
-        body::set_costs(&mut t, 0, 1);
+        body::set_costs(&mut t, 1);
         t
     }
 
@@ -226,10 +239,10 @@ mod tests {
         let pos = [0.0, 0.0, 0.0, 3.0, 0.0, 0.0];
         let mass = [0.5, 0.5];
         let t = table(&pos, &mass);
-        let (store, cube) = tree_of(&t);
+        let (store, cube) = tree_at(&t, 0);
         for theta in [0.0, 1.0, 1.5] {
-            let g0 = gravity(store.view(cube), &t, 0, theta, 4.0);
-            let g1 = gravity(store.view(cube), &t, 1, theta, 4.0);
+            let g0 = gravity(store.view(cube), &t, 0, 0, theta, 4.0);
+            let g1 = gravity(store.view(cube), &t, 0, 1, theta, 4.0);
             assert_eq!(g0.phi, -0.1);
             assert_eq!(g1.phi, -0.1);
             assert!((g0.acc[0] - 1.5 / 125.0).abs() < 1e-17);
@@ -246,9 +259,9 @@ mod tests {
         let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
         plummer(5, &mut pos, &mut vel, &mut mass);
         let t = table(&pos, &mass);
-        let (store, cube) = tree_of(&t);
+        let (store, cube) = tree_at(&t, 0);
         for me in [0, 17, 299] {
-            let g = gravity(store.view(cube), &t, me, 0.0, 0.05);
+            let g = gravity(store.view(cube), &t, 0, me, 0.0, 0.05);
             let (acc, phi) = direct(&pos, &mass, me, 0.05);
             assert_eq!(g.interactions, n as u64 - 1);
             assert!((g.phi - phi).abs() <= 1e-13 * phi.abs());
@@ -267,10 +280,10 @@ mod tests {
         let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
         plummer(9, &mut pos, &mut vel, &mut mass);
         let t = table(&pos, &mass);
-        let (store, cube) = tree_of(&t);
+        let (store, cube) = tree_at(&t, 0);
         let (mut err2, mut norm2, mut inter) = (0.0, 0.0, 0);
         for me in 0..n {
-            let g = gravity(store.view(cube), &t, me, 1.0, 0.05);
+            let g = gravity(store.view(cube), &t, 0, me, 1.0, 0.05);
             let (acc, _) = direct(&pos, &mass, me, 0.05);
             err2 += (0..3).map(|k| (g.acc[k] - acc[k]).powi(2)).sum::<f64>();
             norm2 += acc.iter().map(|a| a * a).sum::<f64>();
@@ -290,7 +303,7 @@ mod tests {
         let pos = vec![-0.5, 0.0, 0.0, 0.5, 0.0, 0.0];
         let vel = vec![0.0, -0.5, 0.0, 0.0, 0.5, 0.0];
         let mut t = body::from_arrays(&pos, &vel, &[0.5, 0.5]);
-        body::set_costs(&mut t, 0, 1);
+        body::set_costs(&mut t, 1);
         let steps = 400;
         let fp = ForceParams {
             theta: 1.0,
@@ -299,14 +312,15 @@ mod tests {
         };
         let mut e = Vec::new();
         for step in 0..=steps {
-            let (store, cube) = tree_of(&t);
-            force_phase(store.view(cube), &mut t, &[0, 1], step == 0, fp, 1);
+            let half = step % 2;
+            let (store, cube) = tree_at(&t, half);
+            force_phase(store.view(cube), &mut t, &[0, 1], step == 0, fp, half);
             e.push(energies(&t));
             if step < steps {
-                advance(&[0, 1], &mut t, fp.dtime);
+                advance(&[0, 1], &mut t, fp.dtime, half);
             }
         }
-        let pos = body::pos(&t, 0);
+        let pos = body::pos(&t, 0, steps % 2);
         // E = K + W = 2 (1/2)(1/2)(1/4) - (1/4) / 1 = -1/8.
         assert!((e[0].total() + 0.125).abs() < 1e-15);
         for x in &e {

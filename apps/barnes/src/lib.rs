@@ -36,21 +36,24 @@
 //! (acceleration, velocity, potential, cost) shares the page with the readers of its
 //! position and mass. (Before, every field was an array of its own.)
 //!
-//! Measured, with the cells still arrays per field, at the paper's input on 8 x 4 under the modeled clock (measured computation,
-//! CPU scale factor; two runs each, counters within 0.01%), CSM-DMS, page transfers /
-//! invalidations / diffs: separate arrays 71.2K / 62.7K / 51.1K, records 130.2K / 126.3K /
-//! 114.7K, Table 4 66.0K / 214.2K / 60.8K; CSM-MS-Mg with migrations: arrays 76.5K /
-//! 62.7K / 51.0K / 6.1K, records 146.3K / 126.3K / 113.7K / 16.1K, Table 4 69.1K / 210.5K
-//! / 45.1K / 15.6K. The records put every field a processor writes in the force phase
-//! and in the advance on the pages of its bodies, which the costzones scatter over the
-//! body table, so about every body page is written by every node twice a step: 4 steps x
-//! 2 phases x 2,048 pages x 7 nodes besides the home is 114.7K diffs, the count measured
-//! under CSM-DMS (114,654 of 114,688). The paper's run had half as
-//! many diffs and twice as many invalidations, which its step count (not stated; 4 here)
-//! and its parallel tree build (below) may explain. With the cells as records too (two
-//! CSM-DMS runs, one CSM-MS-Mg): CSM-DMS 138.8K / 132.7K / 114.7K, CSM-MS-Mg 154.6K /
-//! 132.8K / 112.3K / 15.8K migrations: the cell records take more pages (112 bytes a
-//! cell against 72), which every node reads again after each step's build.
+//! The records put every field a processor writes in a step on the pages of its bodies,
+//! which the costzones scatter over the body table, so about every body page is written
+//! by every node once a step (phase 3 below): 4 steps x 2,048 pages x 7 nodes besides the
+//! home is 57.3K diffs. Measured at the paper's input on 8 x 4 under the modeled clock
+//! (counted computation), CSM-DMS, page transfers / invalidations / diffs, against Table
+//! 4's 66.0K / 214.2K / 60.8K:
+//! - 81.5K / 75.4K / 57.3K, speedup 4.14 (the paper's 7.6): one write interval per step;
+//! - 138.8K / 132.7K / 114.7K, speedup 3.39, when this program advanced the bodies after
+//!   a barrier of its own, in a second write interval;
+//! - 71.2K / 62.7K / 51.1K (measured computation) when every field was an array of its
+//!   own, as this program first had them.
+//!
+//! The paper's run had about 2.8 times as many invalidations, which its step count (not
+//! stated; 4 here) and its parallel tree build (below) may explain. Processor 0's tree
+//! build is this program's serial part: 7.0M of the 9.5M tree units, about 15.4 s of the
+//! 120.4 s sequential time at the costs per unit calibrated on this host (a tree unit
+//! 4.7 times an interaction; section "Counted work"), so 32 processors cannot pass about
+//! 6.4 even with free communication.
 //!
 //! The cells are records too, as in the hack code and SPLASH (`cell`: the node's `type`,
 //! `mass` and `pos`, SPLASH's `cost`, then `subp[NSUB]`): [`tree::CELL_WORDS`] = 14
@@ -83,27 +86,33 @@
 //! # Work distribution and synchronization of the parallel version
 //!
 //! Processor `id` of `nprocs` computes forces for and advances the bodies
-//! [`partition::costzone`]`(tree, bodies, r, id, nprocs, &mut mine)` gives it (costzones
+//! [`partition::costzone`]`(tree, bodies, id, nprocs, &mut mine)` gives it (costzones
 //! on last step's costs; all bodies cost 1 at the start). Setup: processor 0 draws the
-//! bodies ([`plummer()`]) and writes their records' mass, position and velocity, and 1 in
-//! the cost half the first step reads; **barrier**. Then for each step `k` (`(r, w) =
-//! cost_halves(k)`, the cost halves of the record):
+//! bodies ([`plummer()`]) and writes their records' mass, position 0 and velocity, and a
+//! cost of 1; **barrier**. Then for each step `k`, with `h = k % 2` ([`pos_half`], the
+//! position the step reads; the record holds two, [`body::POS`]):
 //!
-//! 1. processor 0: `cube = Cube::around(bodies)`, store it; [`tree::build_tree`];
-//!    [`tree::compute_cofm`] with the costs of half `r`. **Barrier** (the tree is
-//!    visible).
-//! 2. every processor: [`partition::costzone`] with the costs of half `r`, then
-//!    [`force::force_phase`] for `mine` (`first_step = k == 0`), which reads every body's
-//!    position and mass and the tree, and writes the acceleration, potential, velocity,
-//!    kinetic energy and cost half `w` of the records of `mine` only. The partition reads
-//!    half `r` while others write half `w`, which is why there are two halves.
-//!    **Barrier** (nobody reads positions any more; potentials and kinetic energies are
-//!    complete).
-//! 3. processor 0: [`force::energies`] over all bodies (index order) and the sum of the
-//!    costs of half `w`, kept privately as step `k`'s record. Every processor:
-//!    [`force::advance`] for `mine` (writes the position and velocity of `mine`; reads
-//!    their acceleration). **Barrier** (the new positions are visible to processor 0's
-//!    next tree build).
+//! 1. processor 0: if `k > 0`, [`force::energies`] over all bodies (index order) and the
+//!    sum of the costs, kept privately as step `k - 1`'s record; then `cube =
+//!    Cube::around(bodies, h)`, store it; [`tree::build_tree`]; [`tree::compute_cofm`].
+//!    **Barrier** (the tree is visible).
+//! 2. every processor: [`partition::costzone`], which reads the tree and the bodies'
+//!    costs. **Barrier**: SPLASH-2 has one here, commented out
+//!    (`B*RRIER(Global->Barcom,NPROC)` after `find_my_bodies` in `stepsystem`), and its
+//!    force phase then resets and writes costs that other processors' partitions may
+//!    still read; a data-race-free program keeps it.
+//! 3. every processor: [`force::force_phase`] for `mine` (`first_step = k == 0`), which
+//!    reads every body's position `h` and mass and the tree, and writes the acceleration,
+//!    potential, velocity, kinetic energy and cost of `mine`; then [`force::advance`] for
+//!    `mine`, which reads their position `h` and writes their position `1 - h` and
+//!    velocity. **Barrier** (the new positions are visible to the next tree build).
+//!
+//! After the last step processor 0 records it as in phase 1. So each step writes a body's
+//! record in one interval, as SPLASH's `stepsystem` does: `ComputeForces`, then "advance
+//! my bodies" with no barrier in between, then `BARRIER(Global->Barpos)` (SPLASH-2
+//! `code.C`; the same in SPLASH-3). SPLASH's other processors may still be reading the
+//! positions the advance overwrites; the second position keeps this program free of that
+//! race, and every force walk reads the positions the tree was built from.
 //!
 //! No locks are needed: the tree has a single writer, and every body a single writer in
 //! each phase. Processor 0 reports the result after the last step. The [`parallel`]
@@ -239,10 +248,10 @@ impl Layout {
     }
 }
 
-/// The halves of each body's cost ([`body::COST`]) that step `step` reads (last step's
-/// costs, for the partition) and writes (this step's).
-pub fn cost_halves(step: usize) -> (usize, usize) {
-    (step % 2, (step + 1) % 2)
+/// The position of each body record ([`body::POS`]) that step `step` reads; its advance
+/// writes the other.
+pub fn pos_half(step: usize) -> usize {
+    step % 2
 }
 
 /// What a run produces.
@@ -282,7 +291,7 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
     plummer(cfg.seed, &mut pos, &mut vel, &mut mass);
     let mut bodies = body::from_arrays(&pos, &vel, &mass);
-    body::set_costs(&mut bodies, cost_halves(0).0, 1);
+    body::set_costs(&mut bodies, 1);
     let mut store = TreeStore::new(layout.cells);
     let mut mine = Vec::with_capacity(n);
     let mut first = None;
@@ -292,23 +301,24 @@ pub fn simulate(cfg: &Config) -> Result<Outcome, AppError> {
     app_common::timing::start();
     let steps = (|| -> Result<(), AppError> {
         for step in 0..cfg.nsteps {
-            let (r, w) = cost_halves(step);
-            let cube = Cube::around(&bodies);
-            let ncell = tree::build_tree(cube, &bodies, &mut store.as_mut()).map_err(tree_error)?;
-            tree::compute_cofm(&mut store.as_mut(), ncell, &bodies, r);
-            partition::costzone(store.view(cube), &bodies, r, 0, 1, &mut mine);
+            let h = pos_half(step);
+            let cube = Cube::around(&bodies, h);
+            let ncell =
+                tree::build_tree(cube, &bodies, h, &mut store.as_mut()).map_err(tree_error)?;
+            tree::compute_cofm(&mut store.as_mut(), ncell, &bodies, h);
+            partition::costzone(store.view(cube), &bodies, 0, 1, &mut mine);
             force::force_phase(
                 store.view(cube),
                 &mut bodies,
                 &mine,
                 step == 0,
                 cfg.force,
-                w,
+                h,
             );
             let e = force::energies(&bodies);
             first.get_or_insert(e);
-            last = Some((e, body::total_cost(&bodies, w), ncell));
-            force::advance(&mine, &mut bodies, cfg.force.dtime);
+            last = Some((e, body::total_cost(&bodies), ncell));
+            force::advance(&mine, &mut bodies, cfg.force.dtime, h);
         }
         Ok(())
     })();

@@ -8,7 +8,7 @@
 use crate::body;
 use crate::force::{self, Energies};
 use crate::tree::{self, Cube, Tree, TreeMut};
-use crate::{cost_halves, partition, plummer, Config, Outcome};
+use crate::{partition, plummer, pos_half, Config, Outcome};
 use app_common::AppError;
 use dsm::{Proc, Shared};
 use serde::{Deserialize, Serialize};
@@ -91,26 +91,37 @@ impl Record {
     }
 }
 
-/// Processor 0's phase 1: sizes the cube around the bodies, builds the tree and computes
-/// the centres of mass with the costs of half `r`. Returns the number of cells.
+/// Processor 0's phase 1: sizes the cube around the bodies at their position `h`, builds
+/// the tree and computes the centres of mass and costs. Returns the number of cells.
 ///
 /// # Safety
 /// Only processor 0 runs it, between barriers during which no other processor touches
 /// `cube` or the cell arrays, nor writes the bodies.
-unsafe fn build(a: &Arrays, r: usize) -> Result<usize, tree::TreeError> {
+unsafe fn build(a: &Arrays, h: usize) -> Result<usize, tree::TreeError> {
     // SAFETY: the caller guarantees processor 0 is the only one touching these arrays
     // (and that nobody writes the bodies) in this phase.
     unsafe {
         let bodies = a.bodies.as_slice();
-        let cube = Cube::around(bodies);
+        let cube = Cube::around(bodies, h);
         a.cube.as_mut_slice().copy_from_slice(&cube.to_array());
         let mut t = TreeMut {
             cells: a.cells.as_mut_slice(),
         };
-        let ncell = tree::build_tree(cube, bodies, &mut t)?;
-        tree::compute_cofm(&mut t, ncell, bodies, r);
+        let ncell = tree::build_tree(cube, bodies, h, &mut t)?;
+        tree::compute_cofm(&mut t, ncell, bodies, h);
         Ok(ncell)
     }
+}
+
+/// Processor 0's record of the step whose force phase wrote the bodies last: the energies
+/// summed over all bodies (index order), the interactions and the cells of its tree.
+///
+/// # Safety
+/// Nobody writes the bodies while it runs.
+unsafe fn record(a: &Arrays, ncell: usize) -> (Energies, u64, usize) {
+    // SAFETY: the caller guarantees no writer.
+    let bodies = unsafe { a.bodies.as_slice() };
+    (force::energies(bodies), body::total_cost(bodies), ncell)
 }
 
 /// The body every processor runs. Processor 0 returns the record (or the tree error that
@@ -127,7 +138,7 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
         unsafe {
             let t = a.bodies.as_mut_slice();
             body::fill(t, &pos, &vel, &mass);
-            body::set_costs(t, cost_halves(0).0, 1);
+            body::set_costs(t, 1);
         }
     }
     // Homes go to the first touchers from here (section 2.3.1).
@@ -141,11 +152,16 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
     let mut ncell = 0;
     let mut failure = None;
     for step in 0..cfg.nsteps {
-        let (r, w) = cost_halves(step);
-        // Phase 1: processor 0 builds the tree.
+        let h = pos_half(step);
+        // Phase 1: processor 0 records the last step and builds the tree.
         if id == 0 {
+            if step > 0 {
+                // SAFETY: in phase 1 nobody writes the bodies.
+                last = Some(unsafe { record(a, ncell) });
+                first.get_or_insert(last.expect("recorded").0);
+            }
             // SAFETY: phase 1 is processor 0's alone (the barriers around it).
-            match unsafe { build(a, r) } {
+            match unsafe { build(a, h) } {
                 Ok(cells) => ncell = cells,
                 Err(e) => {
                     a.status.set(0, 1);
@@ -160,33 +176,33 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
             p.stop_timing();
             return failure.map(Err);
         }
-        // Phase 2: costzones and forces for my bodies. In this phase the tree is only
-        // read, and of the bodies' records the position, the mass and the cost half `r`;
-        // every processor writes the acceleration, potential, velocity, kinetic energy and
-        // cost half `w` of its own bodies only (the costzones are disjoint).
+        // Phase 2: the costzones. Everyone reads the tree and every body's cost.
+        // SAFETY: nobody writes shared data in this phase.
+        unsafe {
+            partition::costzone(a.tree(), a.bodies.as_slice(), id, nprocs, &mut mine);
+        }
+        // SPLASH-2 has a barrier here, commented out (`B*RRIER(Global->Barcom,NPROC)` after
+        // `find_my_bodies`), and its force phase then writes costs that other processors'
+        // partitions may still read; a DSM program keeps it.
+        bar.wait(p);
+        // Phase 3: forces for my bodies, then their advance, in one write interval as in
+        // SPLASH's `stepsystem` (`ComputeForces`, then "advance my bodies"). Everyone reads
+        // the tree and position `h` and mass of every body; each processor writes the
+        // acceleration, potential, velocity, kinetic energy, cost and position `1 - h` of
+        // its own bodies only (the costzones are disjoint).
         // SAFETY: no word is written by one processor and read or written by another here.
         unsafe {
             let t = a.tree();
             let bodies = a.bodies.as_mut_slice();
-            partition::costzone(t, bodies, r, id, nprocs, &mut mine);
-            force::force_phase(t, bodies, &mine, step == 0, cfg.force, w);
+            force::force_phase(t, bodies, &mine, step == 0, cfg.force, h);
+            force::advance(&mine, bodies, cfg.force.dtime, h);
         }
         bar.wait(p);
-        // Phase 3: processor 0 sums the energies; everyone advances its bodies.
-        // SAFETY: processor 0 reads the mass, potential, kinetic energy and cost half `w`
-        // of every body, which nobody writes in this phase; each processor reads the
-        // acceleration and writes the position and velocity of its own bodies only.
-        unsafe {
-            let bodies = a.bodies.as_mut_slice();
-            if id == 0 {
-                let e = force::energies(bodies);
-                let interactions = body::total_cost(bodies, w);
-                first.get_or_insert(e);
-                last = Some((e, interactions, ncell));
-            }
-            force::advance(&mine, bodies, cfg.force.dtime);
-        }
-        bar.wait(p);
+    }
+    if id == 0 {
+        // SAFETY: after the last barrier nobody writes the bodies.
+        last = Some(unsafe { record(a, ncell) });
+        first.get_or_insert(last.expect("recorded").0);
     }
     p.stop_timing();
     if id != 0 {

@@ -31,7 +31,6 @@ pub fn zone(total: u64, id: usize, nprocs: usize) -> (u64, u64) {
 struct Zone<'a> {
     tree: Tree<'a>,
     bodies: &'a [f64],
-    half: usize,
     lo: u64,
     hi: u64,
     work: u64,
@@ -49,7 +48,7 @@ impl Zone<'_> {
                 if self.work >= self.lo {
                     out.push(b as u32);
                 }
-                self.work += body::cost(self.bodies, b, self.half);
+                self.work += body::cost(self.bodies, b);
             }
             Node::Cell(c) => {
                 let cost = self.tree.cost(c);
@@ -68,11 +67,10 @@ impl Zone<'_> {
 
 /// Puts into `out` (cleared first) the bodies of processor `id` of `nprocs`, in tree
 /// order. Reads the tree (with cell costs from [`crate::tree::compute_cofm`]) and the
-/// bodies' costs in half `half`, the costs the cell costs were summed from.
+/// bodies' costs, the costs the cell costs were summed from.
 pub fn costzone(
     tree: Tree<'_>,
     bodies: &[f64],
-    half: usize,
     id: usize,
     nprocs: usize,
     out: &mut Vec<u32>,
@@ -82,7 +80,6 @@ pub fn costzone(
     let mut z = Zone {
         tree,
         bodies,
-        half,
         lo,
         hi,
         work: 0,
@@ -114,9 +111,9 @@ mod tests {
         let (mut pos, mut vel, mut mass) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; n]);
         plummer(3, &mut pos, &mut vel, &mut mass);
         let mut t = body::from_arrays(&pos, &vel, &mass);
-        let cube = Cube::around(&t);
+        let cube = Cube::around(&t, 0);
         let mut store = TreeStore::new(4 * n);
-        let ncell = build_tree(cube, &t, &mut store.as_mut()).unwrap();
+        let ncell = build_tree(cube, &t, 0, &mut store.as_mut()).unwrap();
         let cost_sets: [Vec<u64>; 3] = [
             vec![1; n],
             (0..n as u64).map(|b| (b * 7919) % 23).collect(),
@@ -144,9 +141,9 @@ mod tests {
 
         for cost in &cost_sets {
             for (b, &c) in cost.iter().enumerate() {
-                body::rec_mut(&mut t, b)[body::COST + 1] = c as f64;
+                body::rec_mut(&mut t, b)[body::COST] = c as f64;
             }
-            compute_cofm(&mut store.as_mut(), ncell, &t, 1);
+            compute_cofm(&mut store.as_mut(), ncell, &t, 0);
             let total: u64 = cost.iter().sum();
             assert_eq!(store.view(cube).cost(0), total);
             let max_cost = *cost.iter().max().unwrap();
@@ -154,7 +151,7 @@ mod tests {
                 let mut all = Vec::new();
                 let mut mine = Vec::new();
                 for id in 0..nprocs {
-                    costzone(store.view(cube), &t, 1, id, nprocs, &mut mine);
+                    costzone(store.view(cube), &t, id, nprocs, &mut mine);
                     let zone_cost: u64 = mine.iter().map(|&b| cost[b as usize]).sum();
                     let share = total as f64 / nprocs as f64;
                     assert!(

@@ -32,33 +32,32 @@ fn parallel_in_phases(cfg: &Config, nprocs: usize) -> Outcome {
 
     plummer(cfg.seed, &mut pos, &mut vel, &mut mass);
     let mut bodies = body::from_arrays(&pos, &vel, &mass);
-    body::set_costs(&mut bodies, cost_halves(0).0, 1);
+    body::set_costs(&mut bodies, 1);
     // barrier
     for step in 0..cfg.nsteps {
-        let (r, w) = cost_halves(step);
-        // Phase 1, processor 0 only.
-        let cube = Cube::around(&bodies);
+        let h = pos_half(step);
+        // Phase 1, processor 0 only: the last step's record, then the tree.
+        if step > 0 {
+            records.push((force::energies(&bodies), body::total_cost(&bodies), ncell));
+        }
+        let cube = Cube::around(&bodies, h);
         let cube_arr = cube.to_array();
-        ncell = tree::build_tree(cube, &bodies, &mut store.as_mut()).unwrap();
-        tree::compute_cofm(&mut store.as_mut(), ncell, &bodies, r);
+        ncell = tree::build_tree(cube, &bodies, h, &mut store.as_mut()).unwrap();
+        tree::compute_cofm(&mut store.as_mut(), ncell, &bodies, h);
         // barrier
         let cube = Cube::from_array(cube_arr);
         let mut mine: Vec<Vec<u32>> = vec![Vec::new(); nprocs];
         for (id, mine) in mine.iter_mut().enumerate() {
-            partition::costzone(store.view(cube), &bodies, r, id, nprocs, mine);
-            force::force_phase(store.view(cube), &mut bodies, mine, step == 0, cfg.force, w);
+            partition::costzone(store.view(cube), &bodies, id, nprocs, mine);
         }
         // barrier
-        records.push((
-            force::energies(&bodies),
-            body::total_cost(&bodies, w),
-            ncell,
-        ));
         for mine in &mine {
-            force::advance(mine, &mut bodies, cfg.force.dtime);
+            force::force_phase(store.view(cube), &mut bodies, mine, step == 0, cfg.force, h);
+            force::advance(mine, &mut bodies, cfg.force.dtime, h);
         }
         // barrier
     }
+    records.push((force::energies(&bodies), body::total_cost(&bodies), ncell));
     let (last, interactions, cells) = *records.last().unwrap();
     assert_eq!(cells, ncell);
     Outcome {

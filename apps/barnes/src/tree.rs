@@ -88,12 +88,12 @@ impl Cube {
     /// The cube around every body, as SPLASH Barnes sizes it at each step: side 1.00002
     /// times the largest extent of the bodies along an axis, lowest corner `rsize / 10^5`
     /// below their minima, so every body lies strictly inside. A single body (or bodies
-    /// that all coincide) gets side 1.
-    pub fn around(bodies: &[f64]) -> Cube {
+    /// that all coincide) gets side 1. Reads position `half` ([`body::POS`]).
+    pub fn around(bodies: &[f64], half: usize) -> Cube {
         let mut lo = [f64::INFINITY; 3];
         let mut hi = [f64::NEG_INFINITY; 3];
         for r in bodies.chunks_exact(body::BODY_WORDS) {
-            let p = &r[body::POS..body::POS + 3];
+            let p = &r[body::POS[half]..body::POS[half] + 3];
             for k in 0..3 {
                 lo[k] = lo[k].min(p[k]);
                 hi[k] = hi[k].max(p[k]);
@@ -290,19 +290,25 @@ impl fmt::Display for TreeError {
     }
 }
 
-/// Builds the tree of the bodies of table `bodies` ([`crate::body`]) in `cube`, inserting
-/// them in index order, and returns the number of cells used (cells `0..ncell`).
+/// Builds the tree of the bodies of table `bodies` ([`crate::body`]) at their position
+/// `half` in `cube`, inserting them in index order, and returns the number of cells used
+/// (cells `0..ncell`).
 /// Sequential: in the TreadMarks program one processor builds the whole tree.
 ///
 /// A cell always has a higher index than its parent, which [`compute_cofm`] relies on.
-pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<usize, TreeError> {
+pub fn build_tree(
+    cube: Cube,
+    bodies: &[f64],
+    half: usize,
+    tree: &mut TreeMut<'_>,
+) -> Result<usize, TreeError> {
     let cap = tree.capacity();
     assert!(cap >= 1, "the cell table holds no cell");
     tree.clear_cell(0);
     let mut ncell = 1;
     for b in 0..body::count(bodies) {
         let xb = cube
-            .intcoord(&body::pos(bodies, b))
+            .intcoord(&body::pos(bodies, b, half))
             .ok_or(TreeError::Outside { body: b })?;
         let mut c = 0;
         let mut level = IMAX >> 1;
@@ -332,7 +338,7 @@ pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<
                     ncell += 1;
                     tree.clear_cell(fresh);
                     let xo = cube
-                        .intcoord(&body::pos(bodies, other))
+                        .intcoord(&body::pos(bodies, other, half))
                         .expect("a body already in the tree lies inside the cube");
                     tree.set_child(fresh, subindex(xo, level >> 1), Node::Body(other).encode());
                     tree.set_child(c, slot, Node::Cell(fresh).encode());
@@ -346,9 +352,10 @@ pub fn build_tree(cube: Cube, bodies: &[f64], tree: &mut TreeMut<'_>) -> Result<
 }
 
 /// Fills mass, centre of mass and cost of cells `0..ncell` from their children, summed in
-/// child order 0..8 as the hack code's `hackcofm` does. Each body weighs its cost in half
-/// `half` of its record: the cost it had in the last force phase. Children have higher indices than their parents, so one
-/// pass from the last cell down to the root sees every child before its parent.
+/// child order 0..8 as the hack code's `hackcofm` does, with each body at its position
+/// `half` and weighing its cost (the interactions of its last force phase). Children have
+/// higher indices than their parents, so one pass from the last cell down to the root
+/// sees every child before its parent.
 pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: usize) {
     for c in (0..ncell).rev() {
         let mut m = 0.0;
@@ -359,8 +366,8 @@ pub fn compute_cofm(tree: &mut TreeMut<'_>, ncell: usize, bodies: &[f64], half: 
                 Node::Empty => continue,
                 Node::Body(b) => (
                     body::mass(bodies, b),
-                    body::pos(bodies, b),
-                    body::cost(bodies, b, half),
+                    body::pos(bodies, b, half),
+                    body::cost(bodies, b),
                 ),
                 Node::Cell(q) => {
                     debug_assert!(q > c, "a child cell has a higher index than its parent");
@@ -423,7 +430,7 @@ mod tests {
     #[test]
     fn cube_holds_every_body_strictly() {
         let pos = [-1.0, 0.0, 2.0, 3.0, 0.5, -2.0, 0.0, 0.0, 0.0];
-        let cube = Cube::around(&bodies(&pos));
+        let cube = Cube::around(&bodies(&pos), 0);
         // The largest extent is 4 (x from -1 to 3, z from -2 to 2).
         assert_eq!(cube.rsize, 4.0 * 1.00002);
         for p in pos.chunks(3) {
@@ -444,14 +451,14 @@ mod tests {
         };
         let mut store = TreeStore::new(16);
         let pos = [1.0, 1.0, 1.0, 7.0, 7.0, 7.0];
-        assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(1));
+        assert_eq!(build_tree(cube, &bodies(&pos), 0, &mut store.as_mut()), Ok(1));
         let t = store.view(cube);
         assert_eq!(Node::decode(t.child(0, 0)), Node::Body(0));
         assert_eq!(Node::decode(t.child(0, 7)), Node::Body(1));
 
         // Both in octant 0 (below 4 on every axis); body 1 in sub-octant 4 (x >= 2).
         let pos = [1.0, 1.0, 1.0, 3.0, 1.0, 1.0];
-        assert_eq!(build_tree(cube, &bodies(&pos), &mut store.as_mut()), Ok(2));
+        assert_eq!(build_tree(cube, &bodies(&pos), 0, &mut store.as_mut()), Ok(2));
         let t = store.view(cube);
         assert_eq!(Node::decode(t.child(0, 0)), Node::Cell(1));
         assert_eq!(Node::decode(t.child(1, 0)), Node::Body(0));
@@ -475,21 +482,21 @@ mod tests {
         let mut store = TreeStore::new(64);
         let pos = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
         assert_eq!(
-            build_tree(cube, &bodies(&pos), &mut store.as_mut()),
+            build_tree(cube, &bodies(&pos), 0, &mut store.as_mut()),
             Err(TreeError::Coincide { a: 0, b: 1 })
         );
         let pos = [1.0, 1.0, 1.0, 9.0, 1.0, 1.0];
         assert_eq!(
-            build_tree(cube, &bodies(&pos), &mut store.as_mut()),
+            build_tree(cube, &bodies(&pos), 0, &mut store.as_mut()),
             Err(TreeError::Outside { body: 1 })
         );
         // Two bodies 2^-10 apart inside octant 0 need about ten nested cells.
         let pos = [1.0, 1.0, 1.0, 1.0 + 1.0 / 1024.0, 1.0, 1.0];
         let mut small = TreeStore::new(4);
         assert_eq!(
-            build_tree(cube, &bodies(&pos), &mut small.as_mut()),
+            build_tree(cube, &bodies(&pos), 0, &mut small.as_mut()),
             Err(TreeError::Full { capacity: 4 })
         );
-        assert!(build_tree(cube, &bodies(&pos), &mut store.as_mut()).is_ok());
+        assert!(build_tree(cube, &bodies(&pos), 0, &mut store.as_mut()).is_ok());
     }
 }
