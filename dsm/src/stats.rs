@@ -69,6 +69,9 @@ pub struct Counters {
     pub barriers: u64,
     pub flag_sets: u64,
     pub flag_waits: u64,
+    /// Messages a processor handled at a poll point of its computation (under MPI, whose
+    /// arrivals ring no doorbell: `wait`, "Polling while computing").
+    pub polled_messages: u64,
     /// From the network layer.
     pub messages: u64,
     pub message_bytes: u64,
@@ -143,6 +146,7 @@ node_counters!(
     barriers,
     flag_sets,
     flag_waits,
+    polled_messages,
 );
 
 impl NodeCounters {

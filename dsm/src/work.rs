@@ -20,7 +20,10 @@
 //! host's CPU time is then not charged at all. The charge is integer arithmetic in
 //! femtoseconds with the remainder carried per thread, so the same counts give the same
 //! nanoseconds on any host and under any load. Under the wall clock, or with
-//! [`Compute::Measured`], a call only tallies.
+//! [`Compute::Measured`], a call only tallies; under the wall clock on MPI it is also the
+//! processor's *poll point*, where now and then it looks for its node's messages and
+//! handles them, as Cashmere's processors poll on loop back-edges (`crate::wait`, "Polling
+//! while computing").
 //!
 //! A processor's tally over its timed region (or its whole run) is in
 //! [`crate::ProcReport::work`]; [`tally`] and [`reset`] give a sequential program's.
@@ -71,6 +74,7 @@ pub fn count(kind: usize, units: u64) {
         CALIBRATION.with(|c| c.set(Some((Some(now), spent))));
     }
     crate::sched::charge_work(kind, units);
+    crate::wait::poll_point();
 }
 
 /// Runs `f` on this thread and returns, with its result, the host time spent before the

@@ -142,6 +142,15 @@ impl Transport for Endpoint {
         each!(self, t => t.has_messages())
     }
 
+    fn has_messages_now(&self) -> bool {
+        each!(self, t => t.has_messages_now())
+    }
+
+    #[inline]
+    fn rings_on_arrival(&self) -> bool {
+        each!(self, t => t.rings_on_arrival())
+    }
+
     #[inline]
     fn next_token(&self, slot: u16) -> u32 {
         each!(self, t => t.next_token(slot))

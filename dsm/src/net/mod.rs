@@ -440,6 +440,17 @@ impl Net {
         self.port.has_messages()
     }
 
+    /// [`Net::has_messages`] after taking what has arrived off the network
+    /// (`Transport::has_messages_now`): a processor's poll point.
+    pub(crate) fn has_messages_now(&self) -> bool {
+        self.port.has_messages_now()
+    }
+
+    /// True if a message rings its receiver's doorbell (`Transport::rings_on_arrival`).
+    pub(crate) fn rings_on_arrival(&self) -> bool {
+        self.port.rings_on_arrival()
+    }
+
     /// Writes a reply into mailbox `slot` of node `to`, completing its request `token`.
     pub fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
         self.port.reply(to, slot, token, payload)

@@ -97,6 +97,10 @@ const HEADER: usize = 8;
 
 /// How often [`MpiPort::has_messages`] looks at MPI itself (once every this many calls).
 const HAS_MESSAGES_PUMP: u32 = 8;
+/// A processor that looked at a poll point this recently still looks: the progress thread
+/// leaves arrivals to it (`wait::pollers_look`). A computing processor looks every few
+/// microseconds.
+const POLLERS_LOOK_NS: u64 = 100_000;
 
 /// This process's MPI rank and the number of ranks, once MPI is initialized.
 static WORLD: OnceLock<Result<(usize, usize), String>> = OnceLock::new();
@@ -560,7 +564,11 @@ impl MpiLink {
                 }
             }
             if !arrived {
-                poller.idle_sharing(cores_taken);
+                if cores_taken && wait::pollers_look(POLLERS_LOOK_NS) {
+                    poller.idle_behind_pollers();
+                } else {
+                    poller.idle_sharing(cores_taken);
+                }
             }
         }
     }
@@ -945,6 +953,21 @@ impl Transport for MpiPort {
             return false;
         };
         !link.inbox.lock().expect("poisoned").is_empty()
+    }
+
+    /// Takes arrivals off MPI (unless another thread of the rank is doing so), then
+    /// answers as [`MpiPort::has_messages`].
+    fn has_messages_now(&self) -> bool {
+        let link = &self.link;
+        link.pump();
+        let Ok(_consumer) = link.consumer.try_lock() else {
+            return false;
+        };
+        !link.inbox.lock().expect("poisoned").is_empty()
+    }
+
+    fn rings_on_arrival(&self) -> bool {
+        false
     }
 
     fn next_token(&self, slot: u16) -> u32 {

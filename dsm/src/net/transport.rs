@@ -150,6 +150,22 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// "no", if that thread rings the node's bell for what it leaves when it stops (MPI).
     fn has_messages(&self) -> bool;
 
+    /// [`Transport::has_messages`] after taking what has arrived off the network, for a
+    /// processor's poll point (`crate::wait::poll_point`): a transport whose
+    /// `has_messages` looks at the network only now and then (MPI) looks now.
+    fn has_messages_now(&self) -> bool {
+        self.has_messages()
+    }
+
+    /// True if a message rings its receiver's doorbell, so that a parked thread of the
+    /// node wakes for it (the rings of the simulated network). MPI's arrivals cannot ring
+    /// a futex of another process: someone must look for them, and a node's processors
+    /// then look at their poll points while they compute (`crate::wait`, "Polling while
+    /// computing").
+    fn rings_on_arrival(&self) -> bool {
+        true
+    }
+
     /// A fresh token for a request from mailbox `slot` (never 0).
     fn next_token(&self, slot: u16) -> u32;
 
