@@ -92,19 +92,22 @@
 //! ring can cross from another rank: the rank's progress thread looks for arrivals between
 //! sleeps, and a request to a rank whose processors compute waited for its next look and
 //! then for the service to be scheduled beside them (a page fetch in 2-rank SOR: 220-260
-//! us mean). So under a transport whose arrivals ring no doorbell
-//! (`crate::net::Transport::rings_on_arrival`), and under the wall clock only, every
-//! processor has a *poll point* ([`set_poll_point`]) at the work it counts
-//! (`crate::work::count`): once every `POLL_LOOK_CALLS` counts it reads the clock, and at
-//! most once every `POLL_EVERY_NS` it takes what has arrived off the network and handles
-//! it (`Serve::serve_polled`; the time is the processor's Message time, the count
-//! `polled_messages`). While processors look ([`pollers_look`]), the progress thread
-//! sleeps longer between its own looks (`net::mpi`). The same 2-rank SOR then fetches a
-//! page in 18-23 us mean, and runs 1.6-2.0 times faster (200 iterations). Under the simulated network a
-//! ring wakes the service at once, and measured there, polling made 2 x 1 SOR slower at
-//! the paper's size (median speedup 1.45 -> 1.14): a processor that handles a request on
-//! its own core delays its computation, while the woken service runs on the core whose
-//! processor waits for the answer. A program that counts no work gets no poll point.
+//! us mean; 18-23 us with the poll points below, looking every 2 us). So under a
+//! transport whose arrivals ring no doorbell (`crate::net::Transport::rings_on_arrival`),
+//! and under the wall clock only, every processor has a *poll point* ([`set_poll_point`])
+//! at the work it counts (`crate::work::count`): it reads the clock every few counts
+//! (`PollPoint`), and at most once every `POLL_EVERY_NS` it takes what has arrived off
+//! the network, counted as the node's poller so that the arrivals ring no bell
+//! ([`Seam::look_as_poller`]), and handles it (`Serve::serve_polled`). The look is User
+//! time, as Cashmere's polling instructions were part of the program; the handling is
+//! Message time, and the count `polled_messages`. While processors look
+//! ([`pollers_look`]) and the rank's threads use its cores, the progress thread sleeps
+//! longer between its own looks (`net::mpi`). 2-rank SOR then runs about 1.7 times as
+//! fast (ARCHITECTURE.md, "MPI"). Under the simulated network a ring wakes the service at
+//! once, and measured there, polling made 2 x 1 SOR slower at the paper's size (median
+//! speedup 1.45 -> 1.14): a processor that handles a request on its own core delays its
+//! computation, while the woken service runs on the core whose processor waits for the
+//! answer. A program that counts no work gets no poll point.
 //!
 //! # Sleepers and wakers
 //!
@@ -195,9 +198,10 @@ pub(crate) trait Serve {
     /// leaves).
     fn has_messages(&self) -> bool;
     /// A processor's poll point in its computation ([`poll_point`]): handles the node's
-    /// waiting messages, if any, after looking at the network
-    /// (`crate::net::Net::has_messages_now`); the engine charges the time to the
-    /// processor's breakdown as Message time.
+    /// waiting messages, if any. The engine's looks at the network first
+    /// (`crate::net::Net::has_messages_now`), counted as the node's poller
+    /// ([`Seam::look_as_poller`]), and charges the handling to the processor's breakdown as
+    /// Message time.
     fn serve_polled(&self) -> usize {
         if self.has_messages() {
             self.serve()
@@ -209,11 +213,14 @@ pub(crate) trait Serve {
 
 /// A processor computing between runtime calls looks for its node's messages at the work
 /// it counts ([`crate::work::count`]) at most once every this long (module doc, "Polling
-/// while computing").
-const POLL_EVERY_NS: u64 = 2_000;
-/// Counted work reads the clock once every this many calls (a count may follow as little
-/// as one insertion into a tree; a clock read costs about 20 ns).
-const POLL_LOOK_CALLS: u32 = 8;
+/// while computing"). A look takes arrivals off MPI, which costs far more than a clock
+/// read: 2-rank SOR at the paper's size ran at a median speedup of 1.22 looking every 2
+/// us, 1.25 every 10, 1.35 every 20 and 1.27 every 50 (6 runs each).
+const POLL_EVERY_NS: u64 = 20_000;
+/// The most counts between two clock reads of a poll point. A count may follow as little
+/// as one insertion into a tree, and a clock read costs about 20 ns; the stride adapts to
+/// how much work a program counts at a time (`PollPoint`).
+const POLL_STRIDE_MAX: u32 = 64;
 
 /// When a processor of this process last looked for messages at a poll point
 /// (`sys::monotonic_ns`): the MPI progress thread sleeps longer between its own looks
@@ -228,11 +235,20 @@ pub(crate) fn pollers_look(ns: u64) -> bool {
     last != 0 && sys::monotonic_ns().saturating_sub(last) < ns
 }
 
-/// The calling processor's poll point, set while it runs under the wall clock.
+/// The calling processor's poll point, set while it runs under the wall clock. It reads
+/// the clock once every `stride` counts: the stride halves when the counts between two
+/// reads took longer than `POLL_EVERY_NS` (coarse counts, such as one per body's force
+/// walk, read it at every count) and doubles, up to `POLL_STRIDE_MAX`, when they took
+/// under a quarter of it (fine counts), so that a look comes within about `POLL_EVERY_NS`
+/// of work at a cost of a clock read per few hundred nanoseconds of it.
 struct PollPoint {
     hook: std::sync::Arc<dyn Serve + Send + Sync>,
-    calls: std::cell::Cell<u32>,
-    last_ns: std::cell::Cell<u64>,
+    /// Counts until the next clock read.
+    left: std::cell::Cell<u32>,
+    stride: std::cell::Cell<u32>,
+    /// The last clock read, and the last look.
+    read_ns: std::cell::Cell<u64>,
+    look_ns: std::cell::Cell<u64>,
 }
 
 thread_local! {
@@ -240,39 +256,63 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Makes the calling thread poll `hook` at the work it counts ([`poll_point`]), or stop
-/// with `None`. A processor sets it for its run under the wall clock on a transport whose
-/// arrivals ring no doorbell (MPI); under the modeled clock the scheduler already gives a
-/// node's handling to the processor that polling would have found (`crate::sched::steal`),
-/// so nothing polls there.
-pub(crate) fn set_poll_point(hook: Option<std::sync::Arc<dyn Serve + Send + Sync>>) {
+/// The calling thread's poll point while it lives ([`set_poll_point`]).
+pub(crate) struct PollPointGuard(());
+
+impl Drop for PollPointGuard {
+    fn drop(&mut self) {
+        POLL_POINT.with(|p| *p.borrow_mut() = None);
+    }
+}
+
+/// Makes the calling thread poll `hook` at the work it counts ([`poll_point`]) until the
+/// guard is dropped (also when the thread panics). A processor sets it for its run under
+/// the wall clock on a transport whose arrivals ring no doorbell (MPI); under the modeled
+/// clock the scheduler already gives a node's handling to the processor that polling would
+/// have found (`crate::sched::steal`), so nothing polls there.
+pub(crate) fn set_poll_point(hook: std::sync::Arc<dyn Serve + Send + Sync>) -> PollPointGuard {
     POLL_POINT.with(|p| {
-        *p.borrow_mut() = hook.map(|hook| PollPoint {
+        *p.borrow_mut() = Some(PollPoint {
             hook,
-            calls: std::cell::Cell::new(0),
-            last_ns: std::cell::Cell::new(0),
+            left: std::cell::Cell::new(1),
+            stride: std::cell::Cell::new(1),
+            read_ns: std::cell::Cell::new(sys::monotonic_ns()),
+            look_ns: std::cell::Cell::new(0),
         })
     });
+    PollPointGuard(())
 }
 
 /// A poll point in a processor's computation (module doc, "Polling while computing"):
-/// serves the node's waiting messages if at least `POLL_EVERY_NS` passed since the last
-/// look. Does nothing on a thread without a poll point.
+/// looks for the node's messages, and handles them, if at least `POLL_EVERY_NS` passed
+/// since the last look. Does nothing on a thread without a poll point.
 #[inline]
 pub(crate) fn poll_point() {
     POLL_POINT.with(|p| {
         let p = p.borrow();
         let Some(p) = p.as_ref() else { return };
-        let calls = p.calls.get().wrapping_add(1);
-        p.calls.set(calls);
-        if calls % POLL_LOOK_CALLS != 0 {
+        let left = p.left.get() - 1;
+        if left > 0 {
+            p.left.set(left);
             return;
         }
         let now = sys::monotonic_ns();
-        if now.wrapping_sub(p.last_ns.get()) < POLL_EVERY_NS {
+        let took = now.saturating_sub(p.read_ns.get());
+        p.read_ns.set(now);
+        let stride = p.stride.get();
+        let stride = if took > POLL_EVERY_NS {
+            (stride / 2).max(1)
+        } else if took < POLL_EVERY_NS / 4 {
+            (stride * 2).min(POLL_STRIDE_MAX)
+        } else {
+            stride
+        };
+        p.stride.set(stride);
+        p.left.set(stride);
+        if now.saturating_sub(p.look_ns.get()) < POLL_EVERY_NS {
             return;
         }
-        p.last_ns.set(now);
+        p.look_ns.set(now);
         LAST_POLL_POINT_NS.store(now, Ordering::Relaxed);
         p.hook.serve_polled();
     });
@@ -376,6 +416,23 @@ impl<'a> Seam<'a> {
     }
 
     /// Wakes this node's parked threads (cheap when nobody is parked).
+    /// A poll point's look (module doc, "Polling while computing"): runs `look` counted
+    /// as the node's poller, so that what it takes off the network rings no bell (the
+    /// parked service would wake only to find it taken), then stops counting as a
+    /// spinning waiter does ("Pollers"): after a fence it rings the node's bell if
+    /// messages wait.
+    pub(crate) fn look_as_poller(&self, look: impl FnOnce() -> usize) -> usize {
+        let bell = self.control.bell(self.node);
+        bell.pollers.fetch_add(1, Ordering::SeqCst);
+        let handled = look();
+        bell.pollers.fetch_sub(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.serve.is_some_and(|s| s.has_messages()) {
+            wake(self.control, self.node);
+        }
+        handled
+    }
+
     pub(crate) fn wake(&self) {
         wake(self.control, self.node);
     }
@@ -740,7 +797,8 @@ mod polling {
     /// woken from a short sleep runs at once. A thread that expects an arrival soon (the
     /// start-up barrier's) ends the sleep with [`Poller::kick`]. The sleep only bounds
     /// how often an idle poller looks; no arrival waits for it longer than
-    /// `POLL_SLEEP_MAX`.
+    /// `POLL_SLEEP_MAX`, or `POLL_SLEEP_BEHIND_POLLERS` while processors of its process
+    /// look for arrivals themselves ([`Poller::idle_behind_pollers`]).
     pub struct Poller {
         empty: u32,
         sleep: Duration,
@@ -1063,6 +1121,16 @@ mod tests {
         served: AtomicU32,
     }
 
+    impl OneMessage {
+        /// A hook whose message waits.
+        fn waiting() -> OneMessage {
+            OneMessage {
+                waiting: AtomicBool::new(true),
+                served: AtomicU32::new(0),
+            }
+        }
+    }
+
     impl Serve for OneMessage {
         fn serve(&self) -> usize {
             self.served.fetch_add(1, Ordering::SeqCst);
@@ -1080,10 +1148,7 @@ mod tests {
         bell.parked.store(1, Ordering::SeqCst);
         // The wait ends at its first check, holding what it waited for: it must not serve
         // then, so the message it finds is rung for.
-        let hook = OneMessage {
-            waiting: AtomicBool::new(true),
-            served: AtomicU32::new(0),
-        };
+        let hook = OneMessage::waiting();
         let before = bell.word.load(Ordering::SeqCst);
         Seam::new(&f, 0)
             .serving(&hook)
@@ -1129,27 +1194,23 @@ mod tests {
     }
 
     /// A processor's poll point serves its node's waiting message within a bounded amount
-    /// of counted work, marks that pollers look, and serves nothing once it is unset.
+    /// of counted work, marks that pollers look, and serves nothing once its guard is gone.
     #[test]
-    fn a_poll_point_serves_what_waits_and_stops_when_unset() {
-        let hook = std::sync::Arc::new(OneMessage {
-            waiting: AtomicBool::new(true),
-            served: AtomicU32::new(0),
-        });
+    fn a_poll_point_serves_what_waits_and_stops_with_its_guard() {
+        let hook = std::sync::Arc::new(OneMessage::waiting());
         // No poll point on this thread yet: counted work serves nothing.
         for _ in 0..10_000 {
             poll_point();
         }
         assert_eq!(hook.served.load(Ordering::SeqCst), 0);
-        set_poll_point(Some(hook.clone() as std::sync::Arc<dyn Serve + Send + Sync>));
-        // Ten million calls take far longer than POLL_EVERY_NS on any host.
-        let calls = (0..10_000_000u32)
+        let guard = set_poll_point(hook.clone());
+        // Ten million counts take far longer than POLL_EVERY_NS on any host.
+        (0..10_000_000u32)
             .find(|_| {
                 poll_point();
                 hook.served.load(Ordering::SeqCst) > 0
             })
             .expect("the poll point never served the waiting message");
-        assert!(calls >= POLL_LOOK_CALLS - 1, "served after {calls} calls");
         assert!(!hook.waiting.load(Ordering::SeqCst), "the message is still waiting");
         assert!(pollers_look(u64::MAX / 2), "the look was not recorded");
         // Nothing waits now: looks find nothing and serve nothing.
@@ -1158,11 +1219,34 @@ mod tests {
             poll_point();
         }
         assert_eq!(hook.served.load(Ordering::SeqCst), served);
-        set_poll_point(None);
+        drop(guard);
         hook.waiting.store(true, Ordering::SeqCst);
         for _ in 0..1_000_000 {
             poll_point();
         }
         assert_eq!(hook.served.load(Ordering::SeqCst), served, "served with no poll point");
+    }
+
+    /// A poll point's look counts as the node's poller while it runs (no sender rings), and
+    /// rings for what waits when it stops counting.
+    #[test]
+    fn a_poll_point_looks_as_the_poller_and_rings_for_what_it_leaves() {
+        let f = fabric();
+        let bell = f.bell(0);
+        bell.parked.store(1, Ordering::SeqCst);
+        let hook = OneMessage::waiting();
+        let before = bell.word.load(Ordering::SeqCst);
+        let seam = Seam::new(&f, 0).serving(&hook);
+        // The look leaves the message (it handles nothing): it is rung for afterwards.
+        let handled = seam.look_as_poller(|| {
+            assert_eq!(bell.pollers.load(Ordering::SeqCst), 1, "the look is no poller");
+            0
+        });
+        assert_eq!(handled, 0);
+        assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "the poller stayed counted");
+        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "a waiting message was not rung for");
+        // The look takes the message: no ring.
+        seam.look_as_poller(|| hook.serve());
+        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "rang for nothing");
     }
 }

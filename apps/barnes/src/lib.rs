@@ -51,9 +51,10 @@
 //! The paper's run had about 2.8 times as many invalidations, which its step count (not
 //! stated; 4 here) and its parallel tree build (below) may explain. Processor 0's tree
 //! build is this program's serial part: 7.0M of the 9.5M tree units, about 15.4 s of the
-//! 120.4 s sequential time at the costs per unit calibrated on this host (a tree unit
-//! 4.7 times an interaction; section "Counted work"), so 32 processors cannot pass about
-//! 6.4 even with free communication.
+//! sequential 120.4 s (Table 3's time, which the units are charged to, split between the
+//! kinds by the costs per unit calibrated on this host: a tree unit 4.7 times an
+//! interaction; section "Counted work"), so 32 processors cannot pass about 6.4 even with
+//! free communication.
 //!
 //! The cells are records too, as in the hack code and SPLASH (`cell`: the node's `type`,
 //! `mass` and `pos`, SPLASH's `cost`, then `subp[NSUB]`): [`tree::CELL_WORDS`] = 14

@@ -55,7 +55,8 @@ fn test_size_2x2_processes_matches_sequential() {
 }
 
 /// Another shape and input: three nodes of one processor, more steps, so the costzones
-/// change from step to step and both cost halves are read and written several times.
+/// change from step to step and both positions of each record are read and written
+/// several times.
 #[test]
 fn other_shape_and_seed_match_sequential() {
     matches_sequential(

@@ -429,10 +429,10 @@ impl Run<'_> {
         // Wall clock, on a transport whose arrivals ring no doorbell: the processor looks
         // for its node's messages at the work it counts, as Cashmere's processors poll on
         // loop back-edges (`wait`, "Polling while computing").
-        if self.sched.is_none() && !node.net.rings_on_arrival() {
+        let _poll_point = (self.sched.is_none() && !node.net.rings_on_arrival()).then(|| {
             let hook: Arc<dyn crate::wait::Serve + Send + Sync> = node.clone();
-            crate::wait::set_poll_point(Some(hook));
-        }
+            crate::wait::set_poll_point(hook)
+        });
         let p = Proc {
             id: node.id.index() * node.procs + local,
             local,
@@ -460,7 +460,6 @@ impl Run<'_> {
         p.node.finish();
         let (run_breakdown, timed, work) = Clock::stop();
         drop(activity);
-        crate::wait::set_poll_point(None);
         crate::engine::set_current_slot(None);
         sys::drop_alt_stack();
         (

@@ -646,17 +646,20 @@ impl Serve for Node {
         self.net.has_messages()
     }
 
-    /// A processor's poll point: if messages wait, handles them in a runtime entry whose
-    /// time is Message time (Cashmere's processors branch to a handler from their loops).
+    /// A processor's poll point: looks at the network as the node's poller, and if
+    /// messages wait handles them in a runtime entry whose time is Message time (Cashmere's
+    /// processors branch to a handler from their loops).
     fn serve_polled(&self) -> usize {
-        if !self.net.has_messages_now() {
-            return 0;
-        }
-        let _entry = Clock::enter();
-        let handled = Clock::message(|| self.serve_once());
-        self.counters
-            .polled_messages
-            .fetch_add(handled as u64, std::sync::atomic::Ordering::Relaxed);
-        handled
+        self.net.seam().serving(self).look_as_poller(|| {
+            if !self.net.has_messages_now() {
+                return 0;
+            }
+            let _entry = Clock::enter();
+            let handled = Clock::message(|| self.serve_once());
+            self.counters
+                .polled_messages
+                .fetch_add(handled as u64, std::sync::atomic::Ordering::Relaxed);
+            handled
+        })
     }
 }

@@ -34,7 +34,11 @@
 //! that waits for a reply or an acknowledgement takes arrivals off MPI itself at every
 //! check of its wait, and the idle service thread at every 8th
 //! (`MpiLink::pump`, from the readiness check), so a reply or a request does not wait
-//! for the progress thread's next look. One thread at a time receives. (A send does not
+//! for the progress thread's next look. A computing processor takes arrivals off MPI at
+//! its poll points, in the work it counts (`crate::wait`, "Polling while computing"), and
+//! handles them there; while processors look and the rank's threads use its cores, the
+//! progress thread sleeps `POLL_SLEEP_BEHIND_POLLERS` (500 us) between looks instead of at
+//! most 50 us. One thread at a time receives. (A send does not
 //! wake the progress thread: its sender looks for the reply itself, and a second thread
 //! of the rank spinning on MPI took the cores the processors needed: SOR 2048 x 2048 x 50
 //! on 2 ranks ran 3-10 times slower, and a barrier took 70-100 us instead of 6.)
@@ -99,7 +103,7 @@ const HEADER: usize = 8;
 const HAS_MESSAGES_PUMP: u32 = 8;
 /// A processor that looked at a poll point this recently still looks: the progress thread
 /// leaves arrivals to it (`wait::pollers_look`). A computing processor looks every few
-/// microseconds.
+/// microseconds of its work, or at every count where one count covers more.
 const POLLERS_LOOK_NS: u64 = 100_000;
 
 /// This process's MPI rank and the number of ranks, once MPI is initialized.
