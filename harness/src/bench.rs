@@ -54,6 +54,10 @@ struct HostLimits {
     /// A protection fault whose handler opens the page with `mprotect` (8 KiB), and the
     /// retried access (`dsm::host::fault_round_trips_ns`).
     fault_round_trip_us: f64,
+    /// The same on a page in the middle of a `HEAP_BYTES` mapping, as the runtime's pages
+    /// are (`dsm::host::fault_round_trips_within_ns`): its `mprotect`s split the mapping
+    /// and merge it again. Printed beside the yardstick, not a part of it.
+    fault_in_heap_us: f64,
     /// A word written by one thread and seen by another spinning on it: half a ping-pong.
     one_way_message_us: f64,
     /// A copy of one 8 KiB page, warm in the cache.
@@ -81,12 +85,17 @@ impl Yardstick {
 impl HostLimits {
     const SAMPLES: usize = 2000;
     const PAGE_BYTES: usize = 8192;
+    const HEAP_BYTES: usize = 64 << 20;
 
     fn measure() -> anyhow::Result<HostLimits> {
         let faults = dsm::host::fault_round_trips_ns(Self::PAGE_BYTES, Self::SAMPLES)
             .map_err(|e| anyhow::anyhow!("cannot measure a fault round trip: {e}"))?;
+        let in_heap =
+            dsm::host::fault_round_trips_within_ns(Self::PAGE_BYTES, Self::HEAP_BYTES, Self::SAMPLES)
+                .map_err(|e| anyhow::anyhow!("cannot measure a fault round trip: {e}"))?;
         Ok(HostLimits {
             fault_round_trip_us: median_us(faults),
+            fault_in_heap_us: median_us(in_heap),
             one_way_message_us: Self::one_way_message_us(),
             page_copy_us: Self::page_copy_us(),
         })
@@ -150,8 +159,10 @@ impl HostLimits {
 
     fn print(&self, mode: ExecMode) {
         outln!(
-            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us, one-way message {:.2} us, 8 KiB page copy {:.2} us; fault+copy {:.2} us",
+            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us ({:.2} us on a page inside a {} MiB mapping), one-way message {:.2} us, 8 KiB page copy {:.2} us; fault+copy {:.2} us",
             self.fault_round_trip_us,
+            self.fault_in_heap_us,
+            Self::HEAP_BYTES >> 20,
             self.one_way_message_us,
             self.page_copy_us,
             self.yardstick_us(Yardstick::FaultAndCopy)

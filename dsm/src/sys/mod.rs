@@ -50,7 +50,8 @@ pub use processes::{
 };
 pub use signals::{
     default_sigpipe, drop_alt_stack, ensure_alt_stack, fatal, fault_delivery_ns,
-    fault_round_trips_ns, register_fault_range, take_fault_delivered, FaultAccess,
+    fault_round_trips_ns, fault_round_trips_within_ns, register_fault_range,
+    take_fault_delivered, FaultAccess,
 };
 #[cfg(feature = "userfaultfd")]
 pub use userfaultfd::UffdView;

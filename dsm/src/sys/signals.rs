@@ -206,23 +206,33 @@ fn measure_fault_delivery() -> io::Result<u64> {
 /// timed. It is what a page fault of the runtime costs this host before any protocol
 /// work, the yardstick `cashmere bench proto` prints its figures against.
 pub fn fault_round_trips_ns(len: usize, samples: usize) -> io::Result<Vec<u64>> {
-    // The handler's context is the region's length; the write is at its start.
+    fault_round_trips_within_ns(len, len, samples)
+}
+
+/// [`fault_round_trips_ns`] on a page of `len` bytes in the middle of a read-write mapping
+/// of `within` bytes (at least `len`), as a runtime's heap page is: its `mprotect`s split
+/// the mapping around the page and merge it again, where a page that is a mapping of its
+/// own changes only its protection.
+pub fn fault_round_trips_within_ns(len: usize, within: usize, samples: usize) -> io::Result<Vec<u64>> {
+    // The handler's context is the page's length; the write is at its start.
     fn unprotect(len: usize, access: FaultAccess) -> bool {
         protect(access.addr & !(host_page_size() - 1), len, Prot::ReadWrite).is_ok()
     }
     let len = len.max(host_page_size()).next_multiple_of(host_page_size());
-    let scratch = reserve(len)?;
-    let start = scratch.addr();
-    protect(start, len, Prot::ReadWrite)?;
+    let within = within.max(len).next_multiple_of(host_page_size());
+    let scratch = reserve(within)?;
+    let base = scratch.addr();
+    protect(base, within, Prot::ReadWrite)?;
     // Fill the page tables first: the runtime's views are populated too.
-    // SAFETY: the region is this function's own, read-write, len bytes long.
-    unsafe { std::ptr::write_bytes(start as *mut u8, 1, len) };
+    // SAFETY: the region is this function's own, read-write, `within` bytes long.
+    unsafe { std::ptr::write_bytes(base as *mut u8, 1, within) };
+    let start = base + ((within - len) / 2).next_multiple_of(host_page_size()).min(within - len);
     let _registration = register_fault_range(start, len, len, unprotect)?;
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples {
         protect(start, len, Prot::None)?;
         let t0 = monotonic_ns();
-        // SAFETY: the region is live; the fault this write takes is handled by `unprotect`,
+        // SAFETY: the page is live; the fault this write takes is handled by `unprotect`,
         // which opens it, and the write is retried.
         unsafe { std::ptr::write_volatile(start as *mut u8, 2) };
         out.push(monotonic_ns() - t0);
@@ -374,6 +384,18 @@ pub fn drop_alt_stack() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each sample is one fault handled (the write retried after the handler opened the
+    /// page), on a page of its own and on one inside a larger mapping alike.
+    #[test]
+    fn fault_round_trips_are_measured_alone_and_inside_a_mapping() {
+        for within in [0, 8192, 1 << 20] {
+            let ns = fault_round_trips_within_ns(8192, within, 50).expect("measured");
+            assert_eq!(ns.len(), 50);
+            assert!(ns.iter().all(|&t| (100..100_000_000).contains(&t)), "{within}: {ns:?}");
+            assert!(!take_fault_delivered(), "the faults were left marked");
+        }
+    }
 
     #[test]
     fn fault_delivery_is_measured_and_leaves_no_mark() {
