@@ -422,14 +422,10 @@ impl<'a> Seam<'a> {
     /// spinning waiter does ("Pollers"): after a fence it rings the node's bell if
     /// messages wait.
     pub(crate) fn look_as_poller(&self, look: impl FnOnce() -> usize) -> usize {
-        let bell = self.control.bell(self.node);
-        bell.pollers.fetch_add(1, Ordering::SeqCst);
+        let mut poller = Polling::counted(self);
         let handled = look();
-        bell.pollers.fetch_sub(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if self.serve.is_some_and(|s| s.has_messages()) {
-            wake(self.control, self.node);
-        }
+        // The look served already: what remains is rung for, not served again.
+        poller.stop(false);
         handled
     }
 
@@ -643,6 +639,16 @@ impl<'s, 'a> Polling<'s, 'a> {
             seam.control.bell(seam.node).pollers.fetch_add(1, Ordering::SeqCst);
         }
         Polling { seam, counted }
+    }
+
+    /// Counts `seam`'s thread as its node's poller whatever the cores (a poll point's
+    /// look, [`Seam::look_as_poller`]: it rings for what it leaves when it stops).
+    fn counted(seam: &'s Seam<'a>) -> Self {
+        seam.control.bell(seam.node).pollers.fetch_add(1, Ordering::SeqCst);
+        Polling {
+            seam,
+            counted: true,
+        }
     }
 
     /// Stops counting (once): a sender that saw this poller did not ring, so look once

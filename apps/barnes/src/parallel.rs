@@ -157,8 +157,9 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
         if id == 0 {
             if step > 0 {
                 // SAFETY: in phase 1 nobody writes the bodies.
-                last = Some(unsafe { record(a, ncell) });
-                first.get_or_insert(last.expect("recorded").0);
+                let r = unsafe { record(a, ncell) };
+                first.get_or_insert(r.0);
+                last = Some(r);
             }
             // SAFETY: phase 1 is processor 0's alone (the barriers around it).
             match unsafe { build(a, h) } {
@@ -201,8 +202,9 @@ fn body(p: &Proc, cfg: &Config, a: &Arrays, bar: dsm::Barrier) -> Option<Result<
     }
     if id == 0 {
         // SAFETY: after the last barrier nobody writes the bodies.
-        last = Some(unsafe { record(a, ncell) });
-        first.get_or_insert(last.expect("recorded").0);
+        let r = unsafe { record(a, ncell) };
+        first.get_or_insert(r.0);
+        last = Some(r);
     }
     p.stop_timing();
     if id != 0 {

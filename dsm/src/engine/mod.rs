@@ -650,7 +650,7 @@ impl Serve for Node {
     /// messages wait handles them in a runtime entry whose time is Message time (Cashmere's
     /// processors branch to a handler from their loops).
     fn serve_polled(&self) -> usize {
-        self.net.seam().serving(self).look_as_poller(|| {
+        self.seam().look_as_poller(|| {
             if !self.net.has_messages_now() {
                 return 0;
             }
@@ -658,7 +658,7 @@ impl Serve for Node {
             let handled = Clock::message(|| self.serve_once());
             self.counters
                 .polled_messages
-                .fetch_add(handled as u64, std::sync::atomic::Ordering::Relaxed);
+                .fetch_add(handled as u64, Ordering::Relaxed);
             handled
         })
     }

@@ -586,6 +586,15 @@ impl MpiLink {
         self.try_pump().unwrap_or(0)
     }
 
+    /// True if the inbox holds messages and no thread is handling it (while one is, it
+    /// rings for what it leaves: [`MpiPort::poll`]).
+    fn inbox_unhandled(&self) -> bool {
+        let Ok(_consumer) = self.consumer.try_lock() else {
+            return false;
+        };
+        !self.inbox.lock().expect("poisoned").is_empty()
+    }
+
     /// [`MpiLink::pump`], or `None` if another thread of the node is receiving.
     fn try_pump(&self) -> Option<usize> {
         let Ok(_receiver) = self.receiver.try_lock() else {
@@ -953,21 +962,14 @@ impl Transport for MpiPort {
         if link.asked.fetch_add(1, Ordering::Relaxed) % HAS_MESSAGES_PUMP == 0 {
             link.pump();
         }
-        let Ok(_consumer) = link.consumer.try_lock() else {
-            return false;
-        };
-        !link.inbox.lock().expect("poisoned").is_empty()
+        link.inbox_unhandled()
     }
 
     /// Takes arrivals off MPI (unless another thread of the rank is doing so), then
     /// answers as [`MpiPort::has_messages`].
     fn has_messages_now(&self) -> bool {
-        let link = &self.link;
-        link.pump();
-        let Ok(_consumer) = link.consumer.try_lock() else {
-            return false;
-        };
-        !link.inbox.lock().expect("poisoned").is_empty()
+        self.link.pump();
+        self.link.inbox_unhandled()
     }
 
     fn rings_on_arrival(&self) -> bool {
