@@ -64,7 +64,8 @@ pub(crate) struct PageState {
     /// How many times this node has seen the page's home move.
     pub home_epoch: u32,
     pub access: Access,
-    pub twin: Option<Box<[u8]>>,
+    /// The twin, a slot of the node's slab (`Node::twins`), while the page is dirty.
+    pub twin: Option<crate::sys::Slot>,
     pub dirty: bool,
     pub exclusive: bool,
     /// At the home: the home is writing the page (set at its write fault, cleared when its
@@ -89,14 +90,14 @@ pub(crate) struct PageState {
     pub rehome_ask: bool,
 }
 
-/// Every field but the twin's bytes, of which assertion messages need only the size.
+/// Every field; of the twin, only whether there is one.
 impl std::fmt::Debug for PageState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PageState")
             .field("home", &self.home)
             .field("home_epoch", &self.home_epoch)
             .field("access", &self.access)
-            .field("twin_bytes", &self.twin.as_ref().map(|t| t.len()))
+            .field("twin", &self.twin.is_some())
             .field("dirty", &self.dirty)
             .field("exclusive", &self.exclusive)
             .field("home_writing", &self.home_writing)

@@ -36,7 +36,8 @@ impl Node {
                 st.access = Access::Read;
                 st.dirty = false;
                 let twin = st.twin.take().expect("dirty non-home page without twin");
-                let sharers = self.send_diff(p, &mut st, &twin);
+                let sharers = self.send_diff(p, &mut st, self.twins.bytes(&twin));
+                self.twins.give(twin);
                 (sharers, st.home_node())
             };
             st.check(self.id);
@@ -131,7 +132,8 @@ impl Node {
             let twin = st.twin.take().expect("dirty page without twin");
             st.dirty = false;
             st.access = Access::Read;
-            let sharers = self.send_diff(p, &mut st, &twin);
+            let sharers = self.send_diff(p, &mut st, self.twins.bytes(&twin));
+            self.twins.give(twin);
             let home = st.home_node();
             self.owed
                 .lock()

@@ -192,7 +192,7 @@ impl Node {
             st.exclusive = true;
             NodeCounters::bump(&self.counters.exclusive_entries);
         } else {
-            st.twin = Some(self.copy_page(p).into_boxed_slice());
+            st.twin = Some(self.twin_page(p));
             NodeCounters::bump(&self.counters.twins);
             st.dirty = true;
             self.dirty.lock().expect("poisoned").push(p);

@@ -155,6 +155,9 @@ pub(crate) struct Node {
     pub allocations: Vec<Allocation>,
     pub heap_used: usize,
     pub protector: Protector,
+    /// The twins of this node's dirty pages: a slot per twin, none made in a fault with
+    /// the global allocator (`sys::slab`).
+    twins: crate::sys::Slab,
     pub stopping: AtomicBool,
     /// Set once this node has passed the run's final barrier: it sends nothing after it.
     finished: AtomicBool,
@@ -281,6 +284,7 @@ impl Node {
         sync: SyncState,
         regions: Regions,
         protector: Protector,
+        twins: crate::sys::Slab,
     ) -> Node {
         // Stall and deadlock reports name the kinds of the messages waited for.
         crate::sched::name_message_kinds(crate::wire::kind_name);
@@ -308,6 +312,7 @@ impl Node {
             allocations,
             heap_used,
             protector,
+            twins,
             stopping: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             service: service::Service::default(),
@@ -390,19 +395,27 @@ impl Node {
         (self.alias + p.index() * self.page_bytes) as *mut u8
     }
 
-    /// A copy of this node's page `p`, taken through the alias by a raw copy: other
-    /// processors of the node (or remote writers, at the home) may be writing other bytes
-    /// of it, which a data-race-free program never reads from this copy.
+    /// A twin of this node's page `p`: a slot of the node's slab (`sys::slab`) holding a
+    /// copy taken through the alias by a raw copy. Other processors of the node may be
+    /// writing other bytes of the page, which a data-race-free program never reads from
+    /// the twin.
     ///
-    /// Modeled time: a copy of a page (a twin, a master copy sent to a requester).
-    fn copy_page(&self, p: PageId) -> Vec<u8> {
+    /// Modeled time: a copy of a page.
+    pub(super) fn twin_page(&self, p: PageId) -> crate::sys::Slot {
         crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * self.page_bytes as f64);
-        self.snapshot_page(p)
+        let mut twin = self.twins.take();
+        let bytes = self.twins.bytes_mut(&mut twin);
+        assert_eq!(bytes.len(), self.page_bytes, "a twin slot of the wrong size");
+        // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
+        // the heap (alias_ptr asserts it), and the slot is a distinct buffer of page_bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.alias_ptr(p), bytes.as_mut_ptr(), bytes.len()) };
+        twin
     }
 
-    /// [`Node::copy_page`] without its modeled cost: where the modeled platform does not
-    /// copy (the diff scan reads the page in place, at the scan's cost; a page sent to
-    /// another node is stored straight into the network, at the wire's cost).
+    /// A copy of this node's page `p`, taken as a twin is, without a modeled cost: the
+    /// modeled platform does not copy there (the diff scan reads the page in place, at the
+    /// scan's cost; a page sent to another node is stored straight into the network, at
+    /// the wire's cost).
     pub(super) fn snapshot_page(&self, p: PageId) -> Vec<u8> {
         let mut out = vec![0u8; self.page_bytes];
         // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
@@ -415,7 +428,7 @@ impl Node {
     fn install_page(&self, p: PageId, bytes: &[u8]) {
         crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * bytes.len() as f64);
         assert_eq!(bytes.len(), self.page_bytes, "page reply of the wrong size");
-        // SAFETY: as in copy_page; the caller holds the page lock, and the application
+        // SAFETY: as in twin_page; the caller holds the page lock, and the application
         // cannot write the page (it is invalid or read-only here while a copy arrives).
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.alias_ptr(p), bytes.len()) };
     }
@@ -569,9 +582,16 @@ impl Node {
         self.net.seam().serving(self)
     }
 
-    /// This node has passed the run's final barrier (see `SyncState::final_barrier`).
+    /// This node has passed the run's final barrier (see `SyncState::final_barrier`). Its
+    /// release diffed every dirty page, and no processor faults after it: no twin is left.
     pub fn finish(&self) {
         self.finished.store(true, Ordering::Release);
+        assert_eq!(
+            self.twins.live(),
+            0,
+            "{}: twins live after the run's final release",
+            self.id
+        );
     }
 
     /// Asserts the end-of-run rule: nothing is sent after the final barrier, when peers may

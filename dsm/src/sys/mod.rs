@@ -24,6 +24,7 @@ mod futex;
 mod memory;
 mod processes;
 mod signals;
+mod slab;
 #[cfg(feature = "userfaultfd")]
 mod userfaultfd;
 
@@ -48,6 +49,7 @@ pub use processes::{
     spawn_node_process, terminate_process, wait_node_processes, wait_process_gone, ExecState,
     NodeProcess,
 };
+pub use slab::{Slab, Slot};
 pub use signals::{
     default_sigpipe, drop_alt_stack, ensure_alt_stack, fatal, fault_delivery_ns,
     fault_round_trips_ns, fault_round_trips_within_ns, register_fault_range,
