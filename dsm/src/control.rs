@@ -46,20 +46,41 @@ struct Padded<T>(T);
 /// waiter's own flag) non-zero bumps the word and wakes them. It stands for the adapter's
 /// receive interrupt, which is why a node may look at another node's doorbell. The
 /// protocol between sleepers and wakers is in `crate::wait`.
+///
+/// The service thread, idle, sleeps on a word of its own (`service_word`), so that a
+/// message, which only it must handle, wakes it alone: on `word` it would wake the
+/// processors parked at a barrier or a lock too, each to take a core, look, and sleep again
+/// (`crate::wait`, "Sleepers and wakers").
 #[repr(C)]
 pub(crate) struct Doorbell {
     pub(crate) word: AtomicU32,
+    /// Threads of the node parked on either word.
     pub(crate) parked: AtomicU32,
     /// Threads of the node polling its messages right now: spinning in a wait that serves
     /// them. A message for a node with a poller needs no ring (`crate::wait`, "Pollers").
     pub(crate) pollers: AtomicU32,
+    pub(crate) service_word: AtomicU32,
+    /// The idle service, parked on `service_word` (counted in `parked` too).
+    pub(crate) service_parked: AtomicU32,
 }
 
 impl Doorbell {
-    /// Wakes every thread parked on this bell, unconditionally.
+    /// Wakes every thread parked on this bell, the idle service included, unconditionally.
     pub(crate) fn ring(&self) {
         self.word.fetch_add(1, Ordering::SeqCst);
         sys::futex_wake(&self.word, i32::MAX as u32);
+        // The caller's fence came before its look at `parked`, and the service counts
+        // itself in both counts before its own fence: if it counted in `parked`, this
+        // sees it here.
+        if self.service_parked.load(Ordering::SeqCst) != 0 {
+            self.ring_service();
+        }
+    }
+
+    /// Wakes the idle service parked on this bell, unconditionally.
+    pub(crate) fn ring_service(&self) {
+        self.service_word.fetch_add(1, Ordering::SeqCst);
+        sys::futex_wake(&self.service_word, i32::MAX as u32);
     }
 }
 

@@ -111,14 +111,17 @@
 //!
 //! # Sleepers and wakers
 //!
-//! Every node has one doorbell in the cluster's control block (`crate::control`): a futex `word` and a count of `parked`
-//! threads. Every parked thread of the node sleeps on that word. Every event that can make
-//! a waiter ready rings the doorbell of the waiter's node:
+//! Every node has one doorbell in the cluster's control block (`crate::control`): a futex
+//! `word` and a count of `parked` threads, and a second word for the idle service
+//! (`service_word`, with its own count `service_parked`). Every parked thread of the node
+//! sleeps on `word`, but the service waiting for messages ([`WaitFor::Messages`]) sleeps on
+//! `service_word`. Every event that can make a waiter ready rings the doorbell of the
+//! waiter's node:
 //!
 //! | Event                                   | Who rings                   | Whose bell      |
 //! |-----------------------------------------|-----------------------------|-----------------|
 //! | a reply lands in a mailbox              | the replier                 | the requester's (only if that mailbox's waiter is parked: [`wake_flagged`]) |
-//! | a message lands in a ring               | the sender                  | the receiver's (only if none of its threads polls: [`wake_for_message`]) |
+//! | a message lands in a ring               | the sender                  | the receiver's service word only (if none of its threads polls, and the service is parked: [`wake_for_message`]) |
 //! | a consumer frees ring space             | the consumer                | the producer's  |
 //! | a synchronization word is written       | the writer (`Net::ring_bells`) | every receiver's that may wait |
 //! | a [`SeamLock`] is unlocked              | the unlocker                | its own (only if one of its waiters is parked) |
@@ -127,9 +130,13 @@
 //! | the service thread is told to stop      | the stopper                 | its own         |
 //! | the cluster aborts                      | `Control::abort`            | every node's    |
 //!
-//! A ring wakes every parked thread of the node; each re-checks its own condition and parks
-//! again if it is not ready. Wake-ups are cheap when nobody is parked: one fence and one
-//! load.
+//! A ring wakes every parked thread of the node, the service included; each re-checks its
+//! own condition and parks again if it is not ready. A message wakes the service alone:
+//! the service handles every message, and the processors parked at a barrier or a lock,
+//! woken for it too, each took a core only to look and park again (a page fetch in 2-node
+//! `bench proto` woke the home's processor parked at the barrier beside its service: two
+//! context switches on the requester's core). Wake-ups are cheap when nobody is parked:
+//! one fence and one load.
 //!
 //! # Memory ordering: no lost wake-up
 //!
@@ -142,7 +149,10 @@
 //! the condition and does not sleep; if the sleeper's comes first, the waker sees the
 //! sleeper counted and increments `word`, so the sleeper's futex wait either returns at once
 //! (the word changed since it read it) or is woken. Either way no wake-up is lost, and the
-//! timeout is never what makes progress.
+//! timeout is never what makes progress. The service word follows the same protocol with
+//! `service_parked`: the service counts itself in both counts before its fence, so a waker
+//! for another event that sees it in `parked` also rings the service word
+//! (`Doorbell::ring`), and a message's waker reads `service_parked` after its own fence.
 
 use crate::control::Control;
 use crate::sys;
@@ -479,7 +489,7 @@ impl<'a> Seam<'a> {
             if self.control.aborted() {
                 return Err(Aborted);
             }
-            if self.park(flag, &mut ready) {
+            if self.park(what, flag, &mut ready) {
                 return Ok(());
             }
             // A ring may have been for a message to this node: serve it, then look again.
@@ -598,22 +608,41 @@ impl<'a> Seam<'a> {
     }
 
     /// Registers as parked, checks `ready` once more, and sleeps on the bell unless it
-    /// holds (module doc, "no lost wake-up"). Returns what `ready` said.
-    fn park(&self, flag: Option<&AtomicU32>, ready: &mut impl FnMut() -> bool) -> bool {
+    /// holds (module doc, "no lost wake-up"). A wait for messages sleeps on the bell's
+    /// service word, and counts itself there too ("Sleepers and wakers"). Returns what
+    /// `ready` said.
+    fn park(
+        &self,
+        what: WaitFor,
+        flag: Option<&AtomicU32>,
+        ready: &mut impl FnMut() -> bool,
+    ) -> bool {
         let bell = self.control.bell(self.node);
-        let seen = bell.word.load(Ordering::SeqCst);
+        let service = what == WaitFor::Messages;
+        let word = if service {
+            &bell.service_word
+        } else {
+            &bell.word
+        };
+        let seen = word.load(Ordering::SeqCst);
         if let Some(f) = flag {
             f.fetch_add(1, Ordering::SeqCst);
+        }
+        if service {
+            bell.service_parked.fetch_add(1, Ordering::SeqCst);
         }
         bell.parked.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let now_ready = ready();
         if !now_ready && !self.control.aborted() {
             self.control.count_running(-1);
-            sys::futex_wait(&bell.word, seen, Some(PARK_TIMEOUT));
+            sys::futex_wait(word, seen, Some(PARK_TIMEOUT));
             self.control.count_running(1);
         }
         bell.parked.fetch_sub(1, Ordering::SeqCst);
+        if service {
+            bell.service_parked.fetch_sub(1, Ordering::SeqCst);
+        }
         if let Some(f) = flag {
             f.fetch_sub(1, Ordering::SeqCst);
         }
@@ -653,8 +682,8 @@ impl<'s, 'a> Polling<'s, 'a> {
 
     /// Stops counting (once): a sender that saw this poller did not ring, so look once
     /// more for what it sent, after a fence. A processor serves it if it may (`may_serve`:
-    /// it holds nothing) and rings its node's bell for what remains; the service needs no
-    /// look, as its park checks for messages after its own fence.
+    /// it holds nothing) and rings its node's service for what remains; the service needs
+    /// no look, as its park checks for messages after its own fence.
     fn stop(&mut self, may_serve: bool) {
         if !std::mem::take(&mut self.counted) {
             return;
@@ -667,7 +696,7 @@ impl<'s, 'a> Polling<'s, 'a> {
                 s.serve();
             }
             if s.has_messages() {
-                wake(seam.control, seam.node);
+                wake_service(seam.control, seam.node);
             }
         }
     }
@@ -686,17 +715,31 @@ pub(crate) fn wake(control: &Control, node: usize) {
     }
 }
 
-/// Wakes `node`'s parked threads after a message landed in one of its rings, unless a
+/// Wakes `node`'s idle service after a message landed in one of its rings, unless a
 /// thread of the node polls its rings right now (module doc, "Pollers"): that one takes
-/// the message, and waking the others would only take cores from the processors.
+/// the message. The node's other parked threads stay asleep ("Sleepers and wakers"): the
+/// service handles every message, and a processor parked at a barrier would only take a
+/// core to find its own condition unchanged.
 pub(crate) fn wake_for_message(control: &Control, node: usize) {
     if crate::sched::wake_now(node) {
         return;
     }
     let bell = control.bell(node);
     fence(Ordering::SeqCst);
-    if bell.pollers.load(Ordering::SeqCst) == 0 && bell.parked.load(Ordering::SeqCst) != 0 {
-        bell.ring();
+    if bell.pollers.load(Ordering::SeqCst) == 0
+        && bell.service_parked.load(Ordering::SeqCst) != 0
+    {
+        bell.ring_service();
+    }
+}
+
+/// Wakes `node`'s idle service, if it is parked, for messages that wait: a poller that
+/// stops leaves them to it.
+fn wake_service(control: &Control, node: usize) {
+    let bell = control.bell(node);
+    fence(Ordering::SeqCst);
+    if bell.service_parked.load(Ordering::SeqCst) != 0 {
+        bell.ring_service();
     }
 }
 
@@ -1110,15 +1153,69 @@ mod tests {
     fn a_message_for_a_node_with_a_poller_rings_no_bell() {
         let f = fabric();
         let bell = f.bell(0);
-        // A parked thread (counted by hand: nobody sleeps here).
+        // A parked service (counted by hand: nobody sleeps here).
         bell.parked.store(1, Ordering::SeqCst);
+        bell.service_parked.store(1, Ordering::SeqCst);
         bell.pollers.store(1, Ordering::SeqCst);
-        let before = bell.word.load(Ordering::SeqCst);
+        let before = bell.service_word.load(Ordering::SeqCst);
         wake_for_message(&f, 0);
-        assert_eq!(bell.word.load(Ordering::SeqCst), before, "rang although a poller polls");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before, "rang although a poller polls");
         bell.pollers.store(0, Ordering::SeqCst);
         wake_for_message(&f, 0);
-        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "no ring without a poller");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "no ring without a poller");
+    }
+
+    /// A message wakes the parked service and no other parked thread of the node; any
+    /// other event's ring wakes both.
+    #[test]
+    fn a_message_wakes_the_service_alone() {
+        let f = fabric();
+        let bell = f.bell(0);
+        let message = AtomicBool::new(false);
+        let other = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let service = s.spawn(|| {
+                Seam::new(&f, 0).until(WaitFor::Messages, || message.load(Ordering::SeqCst))
+            });
+            let processor = s.spawn(|| {
+                Seam::new(&f, 0).until(WaitFor::LocalLock { id: 0 }, || other.load(Ordering::SeqCst))
+            });
+            while bell.parked.load(Ordering::SeqCst) < 2 || bell.service_parked.load(Ordering::SeqCst) < 1 {
+                std::hint::spin_loop();
+            }
+            let word = bell.word.load(Ordering::SeqCst);
+            message.store(true, Ordering::SeqCst);
+            wake_for_message(&f, 0);
+            service.join().unwrap().unwrap();
+            assert_eq!(bell.word.load(Ordering::SeqCst), word, "a message rang the node's word");
+            assert_eq!(bell.parked.load(Ordering::SeqCst), 1, "the processor is no longer parked");
+            // The processor sleeps on (its park timeout aside); a lock's ring wakes it.
+            other.store(true, Ordering::SeqCst);
+            wake(&f, 0);
+            processor.join().unwrap().unwrap();
+        });
+        assert_eq!(bell.service_parked.load(Ordering::SeqCst), 0);
+    }
+
+    /// A ring for another event reaches the idle service too (it waits for a stop, or for
+    /// a page lock that deferred a message), though it sleeps on its own word.
+    #[test]
+    fn a_ring_reaches_the_parked_service() {
+        let f = fabric();
+        let bell = f.bell(0);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let service =
+                s.spawn(|| Seam::new(&f, 0).until(WaitFor::Messages, || stop.load(Ordering::SeqCst)));
+            while bell.service_parked.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            let before = bell.service_word.load(Ordering::SeqCst);
+            stop.store(true, Ordering::SeqCst);
+            wake(&f, 0);
+            assert!(bell.service_word.load(Ordering::SeqCst) > before, "the ring missed the service word");
+            service.join().unwrap().unwrap();
+        });
     }
 
     /// A serve hook that has a message waiting until served once.
@@ -1152,16 +1249,17 @@ mod tests {
         let f = fabric();
         let bell = f.bell(0);
         bell.parked.store(1, Ordering::SeqCst);
+        bell.service_parked.store(1, Ordering::SeqCst);
         // The wait ends at its first check, holding what it waited for: it must not serve
         // then, so the message it finds is rung for.
         let hook = OneMessage::waiting();
-        let before = bell.word.load(Ordering::SeqCst);
+        let before = bell.service_word.load(Ordering::SeqCst);
         Seam::new(&f, 0)
             .serving(&hook)
             .until(WaitFor::LocalLock { id: 0 }, || true)
             .unwrap();
         assert_eq!(hook.served.load(Ordering::SeqCst), 0, "served holding the lock");
-        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "a waiting message was not rung for");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "a waiting message was not rung for");
         assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "the poller stayed counted");
         // Nothing waits: no ring.
         hook.waiting.store(false, Ordering::SeqCst);
@@ -1169,7 +1267,7 @@ mod tests {
             .serving(&hook)
             .until(WaitFor::LocalLock { id: 0 }, || true)
             .unwrap();
-        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "rang for nothing");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "rang for nothing");
     }
 
     #[test]
@@ -1240,8 +1338,9 @@ mod tests {
         let f = fabric();
         let bell = f.bell(0);
         bell.parked.store(1, Ordering::SeqCst);
+        bell.service_parked.store(1, Ordering::SeqCst);
         let hook = OneMessage::waiting();
-        let before = bell.word.load(Ordering::SeqCst);
+        let before = bell.service_word.load(Ordering::SeqCst);
         let seam = Seam::new(&f, 0).serving(&hook);
         // The look leaves the message (it handles nothing): it is rung for afterwards.
         let handled = seam.look_as_poller(|| {
@@ -1250,9 +1349,9 @@ mod tests {
         });
         assert_eq!(handled, 0);
         assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "the poller stayed counted");
-        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "a waiting message was not rung for");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "a waiting message was not rung for");
         // The look takes the message: no ring.
         seam.look_as_poller(|| hook.serve());
-        assert_eq!(bell.word.load(Ordering::SeqCst), before + 1, "rang for nothing");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "rang for nothing");
     }
 }
