@@ -44,9 +44,12 @@
 //!   picks, another program included, for a whole time slice (milliseconds), thousands of
 //!   times in one wait. So a wait stops early and parks, and the thread that answers it
 //!   rings it:
-//!   - a spinner reads the clock every `LOOK_EVERY` checks; a gap of `SWITCHED_OUT_NS`
-//!     between two looks means the kernel gave its core away, and a yield that lasts as
-//!     long means another thread ran meanwhile: either way the host is crowded;
+//!   - a yield that lasts `SWITCHED_OUT_NS` means another thread ran meanwhile: the host
+//!     is crowded. (A gap as long between two clock looks of a spinner is not taken as
+//!     one: the node's own threads take the core for such moments too, and a spinner that
+//!     parked on them made a 2-node barrier 3-6 times slower in `bench proto`: 5.8-14 us
+//!     against 1.0-2.7. That check never ran until this was measured: the spinner's
+//!     serve, which cleared the last look, came at every look.)
 //!   - the waiter that finds it so records it in the control block (for
 //!     `CROWDED_FOR_NS`, for every node and process of the cluster: they share the cores)
 //!     and parks;
@@ -56,7 +59,7 @@
 //! The count counts spinners too, and that is right: a spinner holds a core. What it must
 //! not do is make a spinner on a core nobody else wants park (parking at a 2-node barrier
 //! made it 20 times slower): with two processors waiting at a barrier on two cores the
-//! count is two, and both spin. A switch-out is what shows that another program wanted
+//! count is two, and both spin. A long yield is what shows that another program wanted
 //! the core. Beside two CPU hogs on two cores this took a litmus test from 52-77 s to 3 s.
 //!
 //! # Pollers
@@ -64,7 +67,7 @@
 //! A thread spinning in a wait that serves its node's messages (a processor with a
 //! [`Serve`] hook, or the idle service) counts itself in its node's doorbell as a
 //! *poller*. A sender rings the receiver's doorbell for a message only if the node has no
-//! poller ([`wake_for_message`]): the poller takes the message within `SERVE_EVERY`
+//! poller ([`wake_for_message`]): the poller takes the message within `SPIN_SERVE_EVERY`
 //! checks, and a ring would wake the parked service only to have it compete with the
 //! processors for a core. A thread counts only while it spins: a yield may give its core
 //! away for a time slice, so a yielder is no poller to count on (it still serves between
@@ -171,14 +174,22 @@ const SPIN_FREE_NS: u64 = 1_000_000_000;
 const YIELD_CHECKS: u32 = 3_600;
 /// Checks of the idle service thread before it parks.
 const IDLE_SPIN_CHECKS: u32 = 2_000;
-/// A spinning waiter serves its node's messages once every this many checks.
+/// A waiter that yields or backs off serves its node's messages once every this many
+/// checks.
 const SERVE_EVERY: u32 = 16;
-/// A spinning waiter reads the clock once every this many checks, to see whether it was
-/// switched out and whether the host is crowded (module doc, "Policy").
+/// A spinning waiter serves its node's messages once every this many checks: a request to
+/// a node whose processor spins at a barrier or for a reply waits for it. Against every
+/// 16th check, in 4 interleaved runs of each on 2 ranks (`bench proto --exec mpi`), a lock
+/// contended by 2 nodes took 3.9-6.7 us instead of 6.6-13.5; no other figure moved beyond
+/// its noise, nor did processes mode's (3 runs each). Every check gained no more in 2
+/// runs, and each serve takes the node's queue lock.
+const SPIN_SERVE_EVERY: u32 = 4;
+/// A spinning waiter reads the clock once every this many checks, to see whether the host
+/// is crowded, the cluster aborted or its spin is over (module doc, "Policy").
 const LOOK_EVERY: u32 = 16;
-/// A gap this long between two looks (or one yield this long) means the kernel gave the
-/// waiter's core to another thread: the host is crowded. Far above what the checks between
-/// two looks take (under a microsecond) and far below a time slice (milliseconds).
+/// A yield this long means the kernel gave the waiter's core to another thread: the host
+/// is crowded. Far above a yield that finds nobody to run (under a microsecond) and far
+/// below a time slice (milliseconds).
 const SWITCHED_OUT_NS: u64 = 50_000;
 /// How long the host counts as crowded after a waiter found it so.
 const CROWDED_FOR_NS: u64 = 20_000_000;
@@ -531,9 +542,6 @@ impl<'a> Seam<'a> {
     ) -> bool {
         let idle = what == WaitFor::Messages;
         let began_ns = sys::monotonic_ns();
-        // The clock at the last look, 0 before the first: a wait that ends within
-        // `LOOK_EVERY` checks (a lock's loopback) never reads it.
-        let mut looked_ns = 0;
         // The checks of the spin phase, and how many it may make as of the last look.
         let mut spins = 0u32;
         let mut limit = self.spin_limit(idle);
@@ -542,18 +550,11 @@ impl<'a> Seam<'a> {
                 return true;
             }
             spins += 1;
-            if spins % SERVE_EVERY == 0 {
+            if spins % SPIN_SERVE_EVERY == 0 {
                 self.serve_now();
-                // Serving is work, not a switch-out: the next look starts afresh.
-                looked_ns = 0;
             }
             if spins % LOOK_EVERY == 0 {
                 let now = sys::monotonic_ns();
-                if looked_ns != 0 && now - looked_ns >= SWITCHED_OUT_NS {
-                    // The kernel gave this spinner's core to another thread.
-                    self.control.crowd(now, CROWDED_FOR_NS);
-                    return false;
-                }
                 if spins >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
                     return false;
                 }
@@ -561,7 +562,6 @@ impl<'a> Seam<'a> {
                     return false;
                 }
                 limit = self.spin_limit(idle);
-                looked_ns = now;
             }
             std::hint::spin_loop();
         }
