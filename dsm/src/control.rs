@@ -67,14 +67,20 @@ pub(crate) struct Doorbell {
 impl Doorbell {
     /// Wakes every thread parked on this bell, the idle service included, unconditionally.
     pub(crate) fn ring(&self) {
-        self.word.fetch_add(1, Ordering::SeqCst);
-        sys::futex_wake(&self.word, i32::MAX as u32);
-        // The caller's fence came before its look at `parked`, and the service counts
-        // itself in both counts before its own fence: if it counted in `parked`, this
-        // sees it here.
+        self.ring_word();
+        // The caller's fence (or SeqCst store, `Control::abort`) came before its look at
+        // `parked`, and the service counts itself in both counts before its own fence: if
+        // it counted in `parked`, this sees it here.
         if self.service_parked.load(Ordering::SeqCst) != 0 {
             self.ring_service();
         }
+    }
+
+    /// Wakes the threads parked on `word`, not the idle service: for an event only a
+    /// processor waits for (`crate::wait::wake_flagged`).
+    pub(crate) fn ring_word(&self) {
+        self.word.fetch_add(1, Ordering::SeqCst);
+        sys::futex_wake(&self.word, i32::MAX as u32);
     }
 
     /// Wakes the idle service parked on this bell, unconditionally.
@@ -177,7 +183,7 @@ impl Control {
 
     /// Whether the cluster's running threads outnumber the host's cores: a thread of the
     /// cluster (or the one a waiter waits for) then waits for a core, and a spinner holds
-    /// one it needs. Ignores other programs: those show as switch-outs ([`Control::crowd`]).
+    /// one it needs. Ignores other programs: those show as long yields ([`Control::crowd`]).
     pub(crate) fn oversubscribed(&self) -> bool {
         let cores = self.cores.load(Ordering::Relaxed);
         cores != 0 && self.running.0.load(Ordering::Relaxed) > cores as i32

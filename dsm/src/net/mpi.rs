@@ -711,9 +711,9 @@ impl MpiLink {
         }
     }
 
-    /// Files a message in the inbox and rings the node's bell unless one of its threads
+    /// Files a message in the inbox and rings the node's service unless one of its threads
     /// polls (`crate::wait`, "Pollers": a poller serves, which takes arrivals off MPI and
-    /// empties the inbox, within `SERVE_EVERY` checks).
+    /// empties the inbox, within `SPIN_SERVE_EVERY` checks).
     fn deliver(&self, env: Envelope) {
         self.inbox.lock().expect("poisoned").push_back(env);
         wait::wake_for_message(self.control(), self.node);

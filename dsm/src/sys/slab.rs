@@ -178,8 +178,10 @@ impl Slab {
     }
 
     fn check(&self, slot: &Slot) {
+        // A slot of a slab since unmapped, whose address a new slab took, would pass the
+        // first check: the second keeps its bytes inside this mapping all the same.
         assert_eq!(slot.slab, self.map.addr(), "a slot used with another slab");
-        debug_assert!((slot.index as usize) < self.slots);
+        assert!((slot.index as usize) < self.slots, "a slot outside its slab");
     }
 
     /// Fills the page tables of slots `[from, to)`. A failure (an old kernel without
