@@ -703,7 +703,7 @@ impl<'s, 'a> Polling<'s, 'a> {
                 s.serve();
             }
             if s.has_messages() {
-                wake_service(seam.control, seam.node);
+                wake_service(seam.control, seam.node, false);
             }
         }
     }
@@ -728,24 +728,21 @@ pub(crate) fn wake(control: &Control, node: usize) {
 /// service handles every message, and a processor parked at a barrier would only take a
 /// core to find its own condition unchanged.
 pub(crate) fn wake_for_message(control: &Control, node: usize) {
+    wake_service(control, node, true);
+}
+
+/// Wakes `node`'s idle service, if it is parked, for messages that wait, unless
+/// `unless_polled` and a thread of the node polls (a poller that stops leaves what it did
+/// not take to the service whoever else polls).
+fn wake_service(control: &Control, node: usize, unless_polled: bool) {
     if crate::sched::wake_now(node) {
         return;
     }
     let bell = control.bell(node);
     fence(Ordering::SeqCst);
-    if bell.pollers.load(Ordering::SeqCst) == 0
+    if (!unless_polled || bell.pollers.load(Ordering::SeqCst) == 0)
         && bell.service_parked.load(Ordering::SeqCst) != 0
     {
-        bell.ring_service();
-    }
-}
-
-/// Wakes `node`'s idle service, if it is parked, for messages that wait: a poller that
-/// stops leaves them to it.
-fn wake_service(control: &Control, node: usize) {
-    let bell = control.bell(node);
-    fence(Ordering::SeqCst);
-    if bell.service_parked.load(Ordering::SeqCst) != 0 {
         bell.ring_service();
     }
 }
@@ -1158,15 +1155,20 @@ mod tests {
         assert!(f.crowded(1_499));
     }
 
+    /// Counts `bell`'s service as parked, by hand (nobody sleeps here), and returns its
+    /// word as it stands.
+    fn park_service_by_hand(bell: &crate::control::Doorbell) -> u32 {
+        bell.parked.store(1, Ordering::SeqCst);
+        bell.service_parked.store(1, Ordering::SeqCst);
+        bell.service_word.load(Ordering::SeqCst)
+    }
+
     #[test]
     fn a_message_for_a_node_with_a_poller_rings_no_bell() {
         let f = fabric();
         let bell = f.bell(0);
-        // A parked service (counted by hand: nobody sleeps here).
-        bell.parked.store(1, Ordering::SeqCst);
-        bell.service_parked.store(1, Ordering::SeqCst);
+        let before = park_service_by_hand(bell);
         bell.pollers.store(1, Ordering::SeqCst);
-        let before = bell.service_word.load(Ordering::SeqCst);
         wake_for_message(&f, 0);
         assert_eq!(bell.service_word.load(Ordering::SeqCst), before, "rang although a poller polls");
         bell.pollers.store(0, Ordering::SeqCst);
@@ -1259,12 +1261,10 @@ mod tests {
     fn a_poller_that_stops_leaves_no_message_unrung() {
         let f = fabric();
         let bell = f.bell(0);
-        bell.parked.store(1, Ordering::SeqCst);
-        bell.service_parked.store(1, Ordering::SeqCst);
+        let before = park_service_by_hand(bell);
         // The wait ends at its first check, holding what it waited for: it must not serve
         // then, so the message it finds is rung for.
         let hook = OneMessage::waiting();
-        let before = bell.service_word.load(Ordering::SeqCst);
         Seam::new(&f, 0)
             .serving(&hook)
             .until(WaitFor::LocalLock { id: 0 }, || true)
@@ -1348,10 +1348,8 @@ mod tests {
     fn a_poll_point_looks_as_the_poller_and_rings_for_what_it_leaves() {
         let f = fabric();
         let bell = f.bell(0);
-        bell.parked.store(1, Ordering::SeqCst);
-        bell.service_parked.store(1, Ordering::SeqCst);
+        let before = park_service_by_hand(bell);
         let hook = OneMessage::waiting();
-        let before = bell.service_word.load(Ordering::SeqCst);
         let seam = Seam::new(&f, 0).serving(&hook);
         // The look leaves the message (it handles nothing): it is rung for afterwards.
         let handled = seam.look_as_poller(|| {

@@ -13,17 +13,17 @@ use crate::fault::Protector;
 use crate::launch::{ExecMode, NodeCtx};
 use crate::net::{Backing, Fabric, Net};
 use crate::stats::Clock;
+use crate::sync::{SyncHost, SyncState};
+use crate::sys;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::sync::Arc;
 
 /// Twins populated when a node starts (`sys::slab`): 8 MiB at 8 KiB pages, about 3 ms of
 /// the kernel's page zeroing at start-up instead of 3 us in each of the first write faults
 /// (measured on the 2-core development host). Beyond them, a twin's memory is populated 64
 /// at a time as the most twins ever live at once grows.
 const TWINS_READY: usize = 1024;
-use crate::sync::{SyncHost, SyncState};
-use crate::sys;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use std::sync::Arc;
 
 /// Fixed address of the application view in node processes, so it is the same on every
 /// node (DESIGN.md: "In multi-process mode the app view sits at the same address").

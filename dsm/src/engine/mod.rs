@@ -404,11 +404,7 @@ impl Node {
     pub(super) fn twin_page(&self, p: PageId) -> crate::sys::Slot {
         crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * self.page_bytes as f64);
         let mut twin = self.twins.take();
-        let bytes = self.twins.bytes_mut(&mut twin);
-        assert_eq!(bytes.len(), self.page_bytes, "a twin slot of the wrong size");
-        // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
-        // the heap (alias_ptr asserts it), and the slot is a distinct buffer of page_bytes.
-        unsafe { std::ptr::copy_nonoverlapping(self.alias_ptr(p), bytes.as_mut_ptr(), bytes.len()) };
+        self.copy_page_into(p, self.twins.bytes_mut(&mut twin));
         twin
     }
 
@@ -418,17 +414,23 @@ impl Node {
     /// the wire's cost).
     pub(super) fn snapshot_page(&self, p: PageId) -> Vec<u8> {
         let mut out = vec![0u8; self.page_bytes];
+        self.copy_page_into(p, &mut out);
+        out
+    }
+
+    /// Copies this node's page `p` through the alias into `out`, a buffer of one page.
+    fn copy_page_into(&self, p: PageId, out: &mut [u8]) {
+        assert_eq!(out.len(), self.page_bytes, "a page copy into a buffer of the wrong size");
         // SAFETY: the alias maps this node's whole heap for the life of the node, p is in
         // the heap (alias_ptr asserts it), and out is a distinct buffer of page_bytes.
         unsafe { std::ptr::copy_nonoverlapping(self.alias_ptr(p), out.as_mut_ptr(), out.len()) };
-        out
     }
 
     /// Overwrites this node's page `p` with `bytes` (a fetched master copy).
     fn install_page(&self, p: PageId, bytes: &[u8]) {
         crate::sched::charge_cost("host.copy_ns_per_byte", |h, _| h.copy_ns_per_byte * bytes.len() as f64);
         assert_eq!(bytes.len(), self.page_bytes, "page reply of the wrong size");
-        // SAFETY: as in twin_page; the caller holds the page lock, and the application
+        // SAFETY: as in copy_page_into; the caller holds the page lock, and the application
         // cannot write the page (it is invalid or read-only here while a copy arrives).
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.alias_ptr(p), bytes.len()) };
     }

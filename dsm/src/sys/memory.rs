@@ -97,12 +97,18 @@ impl Drop for Mapping {
 /// Reserves `len` bytes of address space with no access, to pick an address range that
 /// later mappings replace with [`map_shared_fixed_noreplace`].
 pub fn reserve(len: usize) -> io::Result<Mapping> {
-    // SAFETY: an anonymous PROT_NONE mapping at a kernel-chosen address has no preconditions.
+    map_private(len, Prot::None)
+}
+
+/// Maps `len` bytes of private anonymous memory with protection `prot` at an address the
+/// kernel picks, committed only as it is touched or populated (`MAP_NORESERVE`).
+pub(super) fn map_private(len: usize, prot: Prot) -> io::Result<Mapping> {
+    // SAFETY: an anonymous mapping at a kernel-chosen address has no preconditions.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_NONE,
+            prot.bits(),
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
             0,
@@ -213,7 +219,7 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
 }
 
 /// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
-pub(super) const MADV_POPULATE_WRITE: libc::c_int = 23;
+const MADV_POPULATE_WRITE: libc::c_int = 23;
 
 /// Fills the page tables of `[addr, addr + len)`, a shared mapping of a memfd that this
 /// process made, as writes would, without changing any byte: pages of the file nobody
@@ -228,18 +234,25 @@ pub fn populate_shared(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     if prot != Prot::ReadWrite {
         protect(addr, len, Prot::ReadWrite)?;
     }
-    // SAFETY: the range is inside a shared read-write mapping of this process (the caller's
-    // word, and opened just above); populating faults pages in and never changes contents.
-    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
-    let populated = if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    };
+    let populated = populate_writable(addr, len);
     if prot != Prot::ReadWrite {
         protect(addr, len, prot)?;
     }
     populated
+}
+
+/// Fills the page tables of `[addr, addr + len)`, read-write memory of this process, as
+/// writes would, without changing any byte (`MADV_POPULATE_WRITE`): pages not there yet
+/// are allocated zero-filled.
+pub(super) fn populate_writable(addr: usize, len: usize) -> io::Result<()> {
+    // SAFETY: populating only faults pages in and never changes a byte; a range that is
+    // not mapped read-write fails with an error.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// The kernel's limit on mappings per process.

@@ -13,9 +13,8 @@
 //! most slots ever live at once, rounded up to a chunk; the address space it reserves is
 //! `slots` slots, committed only as it is populated (`MAP_NORESERVE`).
 
-use super::memory::{Mapping, MADV_POPULATE_WRITE};
+use super::memory::{map_private, populate_writable, Mapping, Prot};
 use std::io;
-use std::ptr::NonNull;
 use std::sync::Mutex;
 
 /// Slots populated at a time (64 slots of an 8 KiB page: 512 KiB in one call).
@@ -65,26 +64,8 @@ impl Slab {
         let len = slot_bytes
             .checked_mul(slots)
             .ok_or_else(|| io::Error::other("slab size overflows"))?;
-        // SAFETY: a private anonymous mapping at a kernel-chosen address has no
-        // preconditions; it replaces nothing.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         let slab = Slab {
-            map: Mapping {
-                ptr: NonNull::new(p.cast()).expect("mmap returned null"),
-                len,
-            },
+            map: map_private(len, Prot::ReadWrite)?,
             slot_bytes,
             slots,
             state: Mutex::new(SlabState {
@@ -156,19 +137,16 @@ impl Slab {
     /// The bytes of `slot`.
     pub fn bytes<'a>(&'a self, slot: &'a Slot) -> &'a [u8] {
         self.check(slot);
-        // SAFETY: the slot lies inside the mapping (its index is below `slots`, and it was
-        // made by this slab: checked), which lives as long as `self`; the only way to its
-        // bytes is through its one handle, borrowed shared here for 'a, so nothing writes
-        // them meanwhile.
+        // SAFETY: the slot lies in the mapping, which lives as long as `self` (checked);
+        // its one handle is borrowed shared for 'a, so nothing writes its bytes meanwhile.
         unsafe { std::slice::from_raw_parts(self.slot_ptr(slot), self.slot_bytes) }
     }
 
     /// The bytes of `slot`, to write.
     pub fn bytes_mut<'a>(&'a self, slot: &'a mut Slot) -> &'a mut [u8] {
         self.check(slot);
-        // SAFETY: as in `bytes`; the handle is borrowed exclusively for 'a, and no other
-        // handle names the same slot (a slot is handed out once until given back), so this
-        // is the only reference to these bytes.
+        // SAFETY: as in `bytes`; its one handle (a slot is handed out once until given
+        // back) is borrowed exclusively for 'a, so this is the only reference to its bytes.
         unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(slot), self.slot_bytes) }
     }
 
@@ -188,15 +166,10 @@ impl Slab {
     /// `MADV_POPULATE_WRITE`, or memory short) is no error: the slots then fill on first
     /// touch, as any memory does.
     fn populate(&self, from: usize, to: usize) {
-        // SAFETY: the range lies inside this slab's private read-write mapping; populating
-        // allocates zero pages where none are and changes no byte.
-        unsafe {
-            libc::madvise(
-                self.map.as_ptr().add(from * self.slot_bytes).cast(),
-                (to - from) * self.slot_bytes,
-                MADV_POPULATE_WRITE,
-            )
-        };
+        let _ = populate_writable(
+            self.map.addr() + from * self.slot_bytes,
+            (to - from) * self.slot_bytes,
+        );
     }
 }
 

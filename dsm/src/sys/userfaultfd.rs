@@ -5,7 +5,6 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::memory::MADV_POPULATE_WRITE;
 use super::Mapping;
 
 /// A heap view registered with userfaultfd for missing, minor and write-protect faults.
@@ -258,20 +257,11 @@ impl UffdView {
     /// Allocates the pages of `[offset, offset + len)` in the page cache, zero-filled,
     /// without changing pages already there.
     fn populate_alias(&self, offset: usize, len: usize) -> io::Result<()> {
-        // SAFETY: the alias maps the same file range as the view, read-write, for as long
-        // as the view exists; populating only faults pages in and never changes contents.
-        let rc = unsafe {
-            libc::madvise(
-                (self.alias + offset) as *mut libc::c_void,
-                len,
-                MADV_POPULATE_WRITE,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        // The alias maps the same file range as the view, read-write, for as long as the
+        // view exists.
+        super::memory::populate_writable(self.alias + offset, len)
     }
+
 
     /// Write-protects the mapped pages of `[offset, offset + len)` (`on`), or makes them
     /// writable again.
