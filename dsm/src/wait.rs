@@ -145,8 +145,10 @@
 //! the service handles every message, and the processors parked at a barrier or a lock,
 //! woken for it too, each took a core only to look and park again (a page fetch in 2-node
 //! `bench proto` woke the home's processor parked at the barrier beside its service: two
-//! context switches on the requester's core). Wake-ups are cheap when nobody is parked:
-//! one fence and one load.
+//! context switches on the requester's core). (Under the wall clock only: under the
+//! modeled clock every wake-up is the scheduler's, which wakes every activity of the node,
+//! `crate::sched::wake_now`; a woken activity that is not ready blocks again at the same
+//! virtual time, so the extra wake-ups cost no modeled time.) Wake-ups are cheap when nobody is parked: one fence and one load.
 //!
 //! # Memory ordering: no lost wake-up
 //!

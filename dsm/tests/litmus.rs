@@ -1246,3 +1246,60 @@ fn the_home_moves_in_the_middle_of_a_split_diff() {
         );
     }
 }
+
+/// More twins live at once than a node makes ready when it starts (`TWINS_READY`, 1,024):
+/// node 1 writes one word of each of 1,600 pages homed at node 0 and read by both nodes,
+/// so each write makes a twin and all 1,600 stay live until node 1's release; the slab
+/// grows past its ready slots a chunk at a time, every diff reaches the home, and the
+/// node ends with no twin live (`Node::finish` asserts it). Twice, so that the second
+/// round reuses the slots the first gave back.
+#[test]
+fn more_twins_live_than_the_slab_makes_ready() {
+    const PAGES: usize = 1_600;
+    const WORDS: usize = 8192 / 8;
+    for case in cases() {
+        for mode in [ExecMode::Threads, ExecMode::Processes] {
+            let mut c = config(&case, 2, 1, mode);
+            c.heap_bytes = 32 << 20;
+            let r = Cluster::new(c).run(|s| {
+                let a = s.alloc::<u64>(PAGES * WORDS);
+                let bar = s.barrier();
+                move |p| {
+                    if p.id() == 0 {
+                        for i in 0..a.len() {
+                            a.set(i, i as u64);
+                        }
+                    }
+                    bar.wait(p);
+                    let mut wrong = 0;
+                    for round in 1..=2u64 {
+                        // Both nodes share every page.
+                        let sum: u64 = (0..PAGES).map(|pg| a.get(pg * WORDS)).sum();
+                        assert!(sum > 0 || round == 1);
+                        bar.wait(p);
+                        if p.id() == 1 {
+                            for pg in 0..PAGES {
+                                a.set(pg * WORDS + round as usize, round * 1_000_000 + pg as u64);
+                            }
+                        }
+                        bar.wait(p);
+                        wrong += (0..PAGES)
+                            .filter(|&pg| a.get(pg * WORDS + round as usize) != round * 1_000_000 + pg as u64)
+                            .count();
+                        bar.wait(p);
+                    }
+                    wrong
+                }
+            });
+            if let Some(r) = dsm::skip_other_run(r).unwrap() {
+                let name = format!("{} {mode}", case.name);
+                assert_eq!(r.results, vec![0, 0], "{name}: words read wrong, per processor");
+                let k = &r.node_counters[1];
+                assert!(
+                    k.twins >= 2 * PAGES as u64 && k.diffs >= 2 * PAGES as u64,
+                    "{name}: node 1 must twin and diff every page in both rounds: {k:?}"
+                );
+            }
+        }
+    }
+}

@@ -396,9 +396,8 @@ impl Node {
     }
 
     /// A twin of this node's page `p`: a slot of the node's slab (`sys::slab`) holding a
-    /// copy taken through the alias by a raw copy. Other processors of the node may be
-    /// writing other bytes of the page, which a data-race-free program never reads from
-    /// the twin.
+    /// copy taken through the alias by a raw copy. The caller holds the page lock and the
+    /// page is not yet writable here, so no processor of the node writes it meanwhile.
     ///
     /// Modeled time: a copy of a page.
     pub(super) fn twin_page(&self, p: PageId) -> crate::sys::Slot {

@@ -101,7 +101,9 @@ pub fn reserve(len: usize) -> io::Result<Mapping> {
 }
 
 /// Maps `len` bytes of private anonymous memory with protection `prot` at an address the
-/// kernel picks, committed only as it is touched or populated (`MAP_NORESERVE`).
+/// kernel picks. With `MAP_NORESERVE` the kernel's default overcommit policy charges it
+/// only as it is touched or populated; under `vm.overcommit_memory=2` a writable mapping is
+/// charged whole when it is made, and one beyond the commit limit fails here.
 pub(super) fn map_private(len: usize, prot: Prot) -> io::Result<Mapping> {
     // SAFETY: an anonymous mapping at a kernel-chosen address has no preconditions.
     let p = unsafe {

@@ -11,11 +11,27 @@
 //! in the cache). A slab may populate a number of slots when it is made, so that the first
 //! ones taken cost no populating either. The memory it holds is at most that number or the
 //! most slots ever live at once, rounded up to a chunk; the address space it reserves is
-//! `slots` slots, committed only as it is populated (`MAP_NORESERVE`).
+//! `slots` slots, mapped `MAP_NORESERVE`, so that under the kernel's default overcommit
+//! policy only populated slots are charged (under `vm.overcommit_memory=2` the kernel
+//! charges the whole mapping when it is made, and a slab too large for the commit limit
+//! fails to map: `Node` then reports that it cannot reserve its twins).
+//!
+//! # Invariants (asserted)
+//!
+//! * A slot is used only with the slab that made it: each slab has a number no other slab
+//!   of the process ever gets (not its address, which a later slab may reuse), and its
+//!   slots carry it.
+//! * A slot is live from `take` to `give`, and at most one handle names it: `take` hands
+//!   out only slots not live, `give` takes the handle by value and refuses a slot that is
+//!   not live (the `taken` bitset).
 
 use super::memory::{map_private, populate_writable, Mapping, Prot};
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+/// The next slab's number (see the invariants).
+static NEXT_SLAB: AtomicU64 = AtomicU64::new(1);
 
 /// Slots populated at a time (64 slots of an 8 KiB page: 512 KiB in one call).
 pub const CHUNK: usize = 64;
@@ -24,6 +40,8 @@ pub const CHUNK: usize = 64;
 #[derive(Debug)]
 pub struct Slab {
     map: Mapping,
+    /// This slab's number, unique in the process (module doc, "Invariants").
+    id: u64,
     slot_bytes: usize,
     slots: usize,
     state: Mutex<SlabState>,
@@ -38,6 +56,18 @@ struct SlabState {
     /// Slots below this are populated.
     populated: usize,
     live: usize,
+    /// One bit per slot: set while it is live.
+    taken: Vec<u64>,
+}
+
+impl SlabState {
+    fn is_taken(&self, index: usize) -> bool {
+        self.taken[index / 64] & (1 << (index % 64)) != 0
+    }
+
+    fn flip(&mut self, index: usize) {
+        self.taken[index / 64] ^= 1 << (index % 64);
+    }
 }
 
 /// One slot of a [`Slab`], owned by whoever holds this handle: it is neither `Clone` nor
@@ -47,8 +77,8 @@ struct SlabState {
 #[derive(Debug)]
 pub struct Slot {
     index: u32,
-    /// The slab's base address: a slot is only ever used with the slab that made it.
-    slab: usize,
+    /// The number of the slab that made it: a slot is only ever used with that slab.
+    slab: u64,
 }
 
 impl Slab {
@@ -66,6 +96,7 @@ impl Slab {
             .ok_or_else(|| io::Error::other("slab size overflows"))?;
         let slab = Slab {
             map: map_private(len, Prot::ReadWrite)?,
+            id: NEXT_SLAB.fetch_add(1, Ordering::Relaxed),
             slot_bytes,
             slots,
             state: Mutex::new(SlabState {
@@ -73,6 +104,7 @@ impl Slab {
                 fresh: 0,
                 populated: 0,
                 live: 0,
+                taken: vec![0; slots.div_ceil(64)],
             }),
         };
         if ready > 0 {
@@ -90,6 +122,7 @@ impl Slab {
     /// If every slot is taken: the caller sized the slab for the most it can hold at once.
     pub fn take(&self) -> Slot {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut chunk = None;
         let index = match s.free.pop() {
             Some(i) => i as usize,
             None => {
@@ -102,23 +135,37 @@ impl Slab {
                 s.fresh += 1;
                 if i >= s.populated {
                     let end = (i + CHUNK).min(self.slots);
-                    self.populate(i, end);
                     s.populated = end;
+                    chunk = Some((i, end));
                 }
                 i
             }
         };
+        assert!(!s.is_taken(index), "slot {index} of a slab handed out twice");
+        s.flip(index);
         s.live += 1;
+        drop(s);
+        // Outside the lock: populating half a megabyte must not hold up the node's other
+        // faults and releases. A slot of the chunk taken meanwhile fills on first touch.
+        if let Some((from, to)) = chunk {
+            self.populate(from, to);
+        }
         Slot {
             index: index as u32,
-            slab: self.map.addr(),
+            slab: self.id,
         }
     }
 
     /// Gives `slot` back (its bytes stay as they are).
+    ///
+    /// # Panics
+    /// If `slot` belongs to another slab, or is not live (module doc, "Invariants").
     pub fn give(&self, slot: Slot) {
         self.check(&slot);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let index = slot.index as usize;
+        assert!(s.is_taken(index), "slot {index} of a slab given back but not taken");
+        s.flip(index);
         s.live -= 1;
         s.free.push(slot.index);
     }
@@ -145,8 +192,8 @@ impl Slab {
     /// The bytes of `slot`, to write.
     pub fn bytes_mut<'a>(&'a self, slot: &'a mut Slot) -> &'a mut [u8] {
         self.check(slot);
-        // SAFETY: as in `bytes`; its one handle (a slot is handed out once until given
-        // back) is borrowed exclusively for 'a, so this is the only reference to its bytes.
+        // SAFETY: as in `bytes`; its one handle (`take` hands out a slot only while it is
+        // not live) is borrowed exclusively for 'a: the only reference to its bytes.
         unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(slot), self.slot_bytes) }
     }
 
@@ -156,9 +203,7 @@ impl Slab {
     }
 
     fn check(&self, slot: &Slot) {
-        // A slot of a slab since unmapped, whose address a new slab took, would pass the
-        // first check: the second keeps its bytes inside this mapping all the same.
-        assert_eq!(slot.slab, self.map.addr(), "a slot used with another slab");
+        assert_eq!(slot.slab, self.id, "a slot used with another slab");
         assert!((slot.index as usize) < self.slots, "a slot outside its slab");
     }
 
@@ -240,5 +285,43 @@ mod tests {
         let other = Slab::new(64, 2, 0).unwrap();
         let s = one.take();
         other.give(s);
+    }
+
+    /// A slab made where a dropped one was mapped may get its address, but never its
+    /// number: a slot the old slab handed out (the same number as a slot the new one holds
+    /// live) is refused, so no slot can have two holders.
+    #[test]
+    #[should_panic(expected = "a slot used with another slab")]
+    fn a_slot_of_a_dropped_slab_is_refused() {
+        let old = Slab::new(4096, CHUNK, 0).unwrap();
+        let stale = old.take();
+        drop(old);
+        let new = Slab::new(4096, CHUNK, 0).unwrap();
+        let held = new.take();
+        assert_eq!(held.index, stale.index, "the same slot number is live again");
+        new.give(stale);
+    }
+
+    #[test]
+    #[should_panic(expected = "slot 1 of a slab given back but not taken")]
+    fn a_slot_not_live_is_refused() {
+        let slab = Slab::new(64, 4, 0).unwrap();
+        let _held = slab.take();
+        slab.give(Slot { index: 1, slab: slab.id });
+    }
+
+    #[test]
+    fn the_taken_bits_follow_take_and_give() {
+        let slab = Slab::new(64, 130, 0).unwrap();
+        let held: Vec<Slot> = (0..130).map(|_| slab.take()).collect();
+        {
+            let s = slab.state.lock().unwrap();
+            assert!((0..130).all(|i| s.is_taken(i)));
+        }
+        for h in held {
+            slab.give(h);
+        }
+        let s = slab.state.lock().unwrap();
+        assert!((0..130).all(|i| !s.is_taken(i)) && s.live == 0);
     }
 }
