@@ -481,7 +481,13 @@ impl Net {
         out: &mut Vec<u8>,
     ) -> Result<(), MsgError> {
         let token = self.port.next_token(slot);
-        self.send_via(seam, to, kind, slot, token, payload)?;
+        if to == self.node {
+            // A request to this node's own manager (of a lock, a barrier, a directory
+            // entry) is handled by its sender at once (`Seam::send_then_serve`).
+            seam.send_then_serve(|| self.send_via(seam, to, kind, slot, token, payload))?;
+        } else {
+            self.send_via(seam, to, kind, slot, token, payload)?;
+        }
         let what = WaitFor::Reply { to, kind };
         self.port.wait_reply(seam, what, slot, token, out)
     }
