@@ -44,8 +44,11 @@ pub fn run_parallel(
                 );
                 init_nodes(&spec, Kind::H, mine.clone(), v, f, w);
             }
-            // Homes go to the first touchers from here (section 2.3.1).
-            bar.end_initialization(p);
+            // Every processor builds its own nodes, in parallel, as the Split-C program
+            // does; nothing is initialized before the processors start, so this is the
+            // first touch after initialization (section 2.3.1; as SOR, crate `app-sor`),
+            // and no end of initialization is marked to watch first touch again.
+            bar.wait(p);
             // Timed: the iterations, not the graph's construction or the checksum.
             p.start_timing();
             for _ in 0..iterations {

@@ -32,8 +32,11 @@ pub fn run_parallel(
                     b[i] = init_row(seed, n, i, &mut a[i * n..(i + 1) * n]);
                 }
             }
-            // Homes go to the first touchers from here (section 2.3.1).
-            bar.end_initialization(p);
+            // Every processor initializes its own rows, in parallel; nothing is
+            // initialized before the processors start, so this is the first touch after
+            // initialization (section 2.3.1; as SOR, crate `app-sor`), and no end of
+            // initialization is marked to watch first touch again.
+            bar.wait(p);
             // Timed: the elimination, not the input or the back substitution (the check).
             p.start_timing();
             for (k, ready) in pivot_ready.iter().enumerate() {

@@ -29,7 +29,16 @@
 //! [`rows_of`]`(id, nprocs, rows)` in both arrays (TreadMarks' row bands). It first writes
 //! its band with [`init_rows`] (the first processor also edge row 0, the last processor
 //! edge row `rows + 1`: [`init_band`]), so that first touch makes it the home of its band,
-//! then a **barrier**. Per iteration:
+//! then a **barrier**, and the timed region begins. This is the TreadMarks program's
+//! start (`sor.c`, revision 10.3 of 1997, read in the public code index): its processor
+//! 0 only allocates the rows (`Tmk_malloc`, `Tmk_distribute`) before a first barrier,
+//! every processor then writes the edge entries of its own rows (the interior is the
+//! allocator's zeros; [`init_rows`] writes them too, touching the same pages), a second
+//! barrier, then `gettimeofday` and the sweeps. No node touches shared data before the
+//! processors' own initialization, so that is the first touch after initialization of
+//! the paper's rule (section 2.3.1), and the program marks no later end of initialization
+//! (`Barrier::end_initialization`), which would unmap every page and make each node
+//! fault on its whole band again in the first timed sweep. Per iteration:
 //!
 //! 1. [`sweep`] its band with `Color::Red` (writes its red rows, reads black rows of its
 //!    band and the one black row above and below it);
