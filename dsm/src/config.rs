@@ -155,6 +155,29 @@ impl std::fmt::Display for FaultBackend {
 pub(crate) const UFFD_NOT_BUILT: &str = "the userfaultfd fault backend is not built in; rebuild with \
     `--features dsm/userfaultfd` (its build needs libclang: apt-get install libclang-dev), or use the mprotect backend";
 
+/// Whether a run under the wall clock binds its threads to cores (`crate::wait`,
+/// "Placement").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Pinning {
+    /// Bind each processor to a core of its own when the cluster's processors fit the
+    /// cores this process may use.
+    #[default]
+    Auto,
+    /// Never bind: the kernel places every thread.
+    Off,
+}
+
+impl std::str::FromStr for Pinning {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Pinning::Auto),
+            "off" | "none" => Ok(Pinning::Off),
+            _ => Err(format!("unknown pinning `{s}`; valid: auto, off")),
+        }
+    }
+}
+
 /// Which clock a run's times come from (`DESIGN.md`, "Time: two clocks").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum ClockMode {
@@ -242,6 +265,9 @@ pub struct Config {
     pub stall_timeout: Duration,
     /// Wall or modeled time.
     pub clock: ClockMode,
+    /// Under the wall clock, whether the node's threads are bound to cores
+    /// (`crate::wait`, "Placement"); default [`Pinning::Auto`].
+    pub pinning: Pinning,
     /// The platform whose host costs the modeled clock charges (unused by the wall clock).
     pub platform: crate::platform::Platform,
     /// Modeled clock: how a processor's computation is charged (counted work, or this
@@ -330,6 +356,7 @@ impl Config {
             child_args: None,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             clock: ClockMode::Wall,
+            pinning: Pinning::Auto,
             platform: crate::platform::by_name("alphaserver-mc2").expect("built in"),
             compute: Compute::Measured,
             cpu_scale: 1.0,
@@ -337,8 +364,8 @@ impl Config {
         }
     }
 
-    /// Applies `DSM_NETWORK`, `DSM_PAGE_KB`, `DSM_BACKEND`, `DSM_EXEC`, `DSM_HEAP_MB` and
-    /// `DSM_STALL_TIMEOUT`. A value that does not parse is an error naming the variable.
+    /// Applies `DSM_NETWORK`, `DSM_PAGE_KB`, `DSM_BACKEND`, `DSM_EXEC`, `DSM_HEAP_MB`,
+    /// `DSM_STALL_TIMEOUT` and `DSM_PIN`. A value that does not parse is an error naming the variable.
     /// Without `DSM_EXEC`, a process started by `mpirun` (`launch::mpi_rank`) runs its
     /// node as an MPI rank (`ExecMode::Mpi`).
     pub fn apply_env(mut self) -> Result<Config, DsmError> {
@@ -379,6 +406,9 @@ impl Config {
         }
         if let Some(v) = var("DSM_STALL_TIMEOUT") {
             self.stall_timeout = parse_seconds(&v).map_err(|e| bad("DSM_STALL_TIMEOUT", &v, &e))?;
+        }
+        if let Some(v) = var("DSM_PIN") {
+            self.pinning = v.parse().map_err(|e: String| bad("DSM_PIN", &v, &e))?;
         }
         Ok(self)
     }

@@ -75,7 +75,7 @@ pub use error::DsmError;
 pub use ids::{NodeId, NodeSet};
 pub use config::{
     kb_to_bytes, mib_to_bytes, parse_seconds, ClockMode, Compute, Config, DataStrategy, FaultBackend,
-    HomePolicy, MetadataStrategy, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
+    HomePolicy, MetadataStrategy, Pinning, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };
 pub use launch::{skip_other_run, ExecMode, OtherRun};

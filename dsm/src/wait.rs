@@ -128,6 +128,26 @@
 //! computation, while the woken service runs on the core whose processor waits for the
 //! answer. A program that counts no work gets no poll point.
 //!
+//! # Placement
+//!
+//! Under the wall clock, when the cluster's processors fit the cores the process may use
+//! (`sched_getaffinity`), and unless the configuration says otherwise
+//! (`Config::pinning`), each processor is bound to a core of its own ([`placement`]); the
+//! service threads are left to the kernel. Unbound, two processors of a 2 x 1 cluster on 2
+//! cores were seen sharing one core, taking turns every 30-50 us, while the other core ran
+//! the services (`perf sched`). Bound, 2 x 1 SOR at 2048 x 2048 x 50 (processes, 5
+//! interleaved runs each) went from a median speedup of 1.35 (runs 0.76-1.57) to 1.49
+//! (1.47-1.63) under CSM-None and from 1.24 to 1.53 under CSM-DMS, and beside one CPU hog
+//! from 0.17-0.39 to 0.38-0.51; at the paper's size it did not move beyond the noise
+//! (1.70 and 1.69, 1.66 and 1.61). `bench proto` (3 interleaved runs) stayed within its
+//! noise for most rows, but not all: CSM-None's page fetch 6.75 -> 7.81 us and its remote
+//! lock 0.86 -> 0.98, CSM-DMS's contended lock 0.36 -> 0.58; `--pin off` (`DSM_PIN=off`)
+//! leaves placement to the kernel. Binding each node's service too, to another node's processor core (where a requester
+//! waits for it), did no better for SOR and made `bench proto`'s locks 10-30 times slower:
+//! a service woken on a core whose processor is busy waits for it. Under MPI nothing is
+//! bound (the ranks may share a host or not); under the modeled clock the scheduler binds
+//! its own threads.
+//!
 //! # Sleepers and wakers
 //!
 //! Every node has one doorbell in the cluster's control block (`crate::control`): a futex
@@ -222,6 +242,17 @@ const PARK_TIMEOUT: Duration = Duration::from_millis(20);
 const STALL_REPORT: Duration = Duration::from_secs(30);
 
 pub(crate) use crate::sched::WaitFor;
+
+/// The cores node `node`'s processors run on, one each ("Placement"), given the cores the
+/// process may use, in order: processor `l` of node `n` on the `n * procs + l`-th. `None`
+/// if the cluster's `nodes * procs` processors do not fit `cpus`, or there is only one.
+pub(crate) fn placement(nodes: usize, procs: usize, node: usize, cpus: &[usize]) -> Option<Vec<usize>> {
+    let total = nodes.checked_mul(procs)?;
+    if total < 2 || total > cpus.len() || node >= nodes {
+        return None;
+    }
+    Some((0..procs).map(|l| cpus[node * procs + l]).collect())
+}
 
 /// A wait gave up: the cluster aborted (another node failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -1307,6 +1338,22 @@ mod tests {
             .until(WaitFor::LocalLock { id: 0 }, || true)
             .unwrap();
         assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "rang for nothing");
+    }
+
+    #[test]
+    fn placement_binds_each_processor_to_a_core_of_its_own() {
+        let cpus = [0, 1, 2, 3];
+        assert_eq!(placement(2, 1, 0, &cpus[..2]), Some(vec![0]));
+        assert_eq!(placement(2, 1, 1, &cpus[..2]), Some(vec![1]));
+        assert_eq!(placement(2, 2, 1, &cpus), Some(vec![2, 3]));
+        assert_eq!(placement(1, 2, 0, &cpus[..2]), Some(vec![0, 1]));
+        // The cores a process may use need not start at 0.
+        assert_eq!(placement(2, 1, 1, &[4, 6]), Some(vec![6]));
+        // More processors than cores, a single processor, a node out of range: unbound.
+        assert_eq!(placement(2, 2, 0, &cpus[..2]), None);
+        assert_eq!(placement(1, 1, 0, &cpus), None);
+        assert_eq!(placement(2, 1, 2, &cpus), None);
+        assert_eq!(placement(usize::MAX, 2, 0, &cpus), None);
     }
 
     /// A serve hook whose message stays: serving it leaves it waiting.

@@ -49,6 +49,11 @@ pub struct ClusterArgs {
     /// the run is stopped [env: DSM_STALL_TIMEOUT] [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub stall_timeout: Option<String>,
+    /// Wall clock: auto binds each processor to a core of its own when the cluster's
+    /// processors fit the cores; off leaves the kernel to place them [env: DSM_PIN]
+    /// [default: auto].
+    #[arg(long, value_name = "auto|off")]
+    pub pin: Option<String>,
     /// Which clock the run's times come from: wall (real time) or modeled (virtual time
     /// on the platform) [env: DSM_CLOCK] [default: wall].
     #[arg(long)]
@@ -184,6 +189,9 @@ impl ClusterArgs {
             ),
             dsm::parse_seconds,
         )?;
+        c.pinning = parse_setting(setting(&self.pin, "--pin", "DSM_PIN", "auto"), |v| {
+            v.parse::<dsm::Pinning>()
+        })?;
         c.homes_file = self.homes.clone();
         c.validate()?;
         // Checked whatever the clock, so that a bad value is never ignored.

@@ -554,6 +554,7 @@ fn variant_config(
         heap_mb: a.heap_mb.clone(),
         homes: None,
         stall_timeout: None,
+        pin: None,
         clock: Some(clock.to_string()),
         platform: Some(platform_name.to_string()),
         compute: None,

@@ -420,6 +420,20 @@ fn a_closed_pipe_ends_the_command_quietly() {
 }
 
 #[test]
+fn an_unknown_pinning_is_refused_by_flag_and_variable() {
+    refused(
+        &["run", "sor", "--pin", "sometimes"],
+        &[],
+        &["--pin `sometimes`", "auto, off"],
+    );
+    refused(
+        &["run", "sor"],
+        &[("DSM_PIN", "sometimes")],
+        &["DSM_PIN=`sometimes`", "auto, off"],
+    );
+}
+
+#[test]
 fn the_stall_limit_must_be_a_positive_number_of_seconds() {
     for v in ["0", "-1", "nan", "inf", "ten"] {
         refused(

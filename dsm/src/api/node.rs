@@ -368,6 +368,16 @@ impl Run<'_> {
         R: Send,
     {
         let node = self.node;
+        // Wall clock: the cores the node's processors run on (`wait`, "Placement").
+        let proc_cores = (self.sched.is_none()
+            && self.cfg.pinning == crate::config::Pinning::Auto
+            && self.cfg.mode != ExecMode::Mpi)
+            .then(|| {
+                let cpus = sys::allowed_cpus();
+                crate::wait::placement(self.cfg.nodes, self.cfg.procs_per_node, node.id.index(), &cpus)
+            })
+            .flatten();
+        let proc_cores = &proc_cores;
         std::thread::scope(|s| {
             let service = {
                 let node = Arc::clone(node);
@@ -388,7 +398,13 @@ impl Run<'_> {
                 .map(|local| {
                     std::thread::Builder::new()
                         .name(format!("dsm-proc-{}-{local}", node.id.index()))
-                        .spawn_scoped(s, move || self.processor(local, body))
+                        .spawn_scoped(s, move || {
+                            if let Some(cpus) = proc_cores {
+                                // A binding that fails leaves the kernel to place the thread.
+                                let _ = sys::pin_thread(cpus[local]);
+                            }
+                            self.processor(local, body)
+                        })
                         .expect("cannot start a processor thread")
                 })
                 .collect();
