@@ -146,7 +146,10 @@
 //! waits for it), did no better for SOR and made `bench proto`'s locks 10-30 times slower:
 //! a service woken on a core whose processor is busy waits for it. Under MPI nothing is
 //! bound (the ranks may share a host or not); under the modeled clock the scheduler binds
-//! its own threads.
+//! its own threads. A node binds only cores that no other node of its process holds
+//! ([`CoreClaim`]): of two clusters running at once in one process, the second leaves its
+//! processors to the kernel. (Clusters in different processes do not see each other's
+//! claims.)
 //!
 //! # Sleepers and wakers
 //!
@@ -252,6 +255,37 @@ pub(crate) fn placement(nodes: usize, procs: usize, node: usize, cpus: &[usize])
         return None;
     }
     Some((0..procs).map(|l| cpus[node * procs + l]).collect())
+}
+
+/// Cores that a node of a cluster running in this process has bound its processors to
+/// ("Placement"): a node binds only cores no other node of the process holds, so that
+/// clusters running at once (tests in threads mode) do not pile onto the same cores.
+static CLAIMED_CORES: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// A node's hold on the cores its processors are bound to, given back when dropped.
+pub(crate) struct CoreClaim(Vec<usize>);
+
+impl CoreClaim {
+    /// Claims `cores` if no node of this process holds any of them.
+    pub(crate) fn take(cores: Vec<usize>) -> Option<CoreClaim> {
+        let mut held = CLAIMED_CORES.lock().unwrap_or_else(|e| e.into_inner());
+        if cores.iter().any(|c| held.contains(c)) {
+            return None;
+        }
+        held.extend_from_slice(&cores);
+        Some(CoreClaim(cores))
+    }
+
+    pub(crate) fn cores(&self) -> &[usize] {
+        &self.0
+    }
+}
+
+impl Drop for CoreClaim {
+    fn drop(&mut self) {
+        let mut held = CLAIMED_CORES.lock().unwrap_or_else(|e| e.into_inner());
+        held.retain(|c| !self.0.contains(c));
+    }
 }
 
 /// A wait gave up: the cluster aborted (another node failed).
@@ -505,14 +539,33 @@ impl<'a> Seam<'a> {
     /// what the sender does within a few checks of its wait), and the poller stops as a
     /// spinning waiter's does ("Pollers"): it serves, then rings the service for whatever
     /// is left. A seam that does not serve just sends.
-    pub(crate) fn send_then_serve<R>(&self, send: impl FnOnce() -> R) -> R {
+    ///
+    /// `try_send` must not wait (it returns `Ok(false)` when the ring is full): a thread
+    /// counts as a poller only while it spins, so a full ring is waited for by
+    /// `send_waiting`, uncounted. A send that fails serves nothing.
+    pub(crate) fn send_then_serve<E>(
+        &self,
+        try_send: impl FnOnce() -> Result<bool, E>,
+        send_waiting: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
         if self.serve.is_none() || crate::sched::active() {
-            return send();
+            return send_waiting();
         }
         let mut poller = Polling::counted(self);
-        let sent = send();
-        poller.stop(true);
-        sent
+        match try_send() {
+            Ok(true) => {
+                poller.stop(true);
+                Ok(())
+            }
+            Ok(false) => {
+                poller.stop(true);
+                send_waiting()
+            }
+            Err(e) => {
+                poller.stop(false);
+                Err(e)
+            }
+        }
     }
 
     /// Wakes this node's parked threads (cheap when nobody is parked).
@@ -722,6 +775,17 @@ impl<'a> Seam<'a> {
 struct Polling<'s, 'a> {
     seam: &'s Seam<'a>,
     counted: bool,
+}
+
+/// A poller that unwinds (a panic inside its send or its wait) stops counting, so that
+/// the node's senders ring again; it serves nothing on the way out.
+impl Drop for Polling<'_, '_> {
+    fn drop(&mut self) {
+        if std::mem::take(&mut self.counted) {
+            self.seam.control.bell(self.seam.node).pollers.fetch_sub(1, Ordering::SeqCst);
+            wake_service(self.seam.control, self.seam.node, false);
+        }
+    }
 }
 
 impl<'s, 'a> Polling<'s, 'a> {
@@ -1356,6 +1420,18 @@ mod tests {
         assert_eq!(placement(usize::MAX, 2, 0, &cpus), None);
     }
 
+    #[test]
+    fn a_core_claimed_by_one_node_is_not_claimed_by_another_until_given_back() {
+        // Cores far beyond any test host's, so that no running cluster holds them.
+        let a = CoreClaim::take(vec![9_000, 9_001]).expect("free cores");
+        assert_eq!(a.cores(), &[9_000, 9_001]);
+        assert!(CoreClaim::take(vec![9_001, 9_002]).is_none(), "a held core was claimed again");
+        let b = CoreClaim::take(vec![9_002]).expect("a free core");
+        drop(a);
+        let c = CoreClaim::take(vec![9_000, 9_001]).expect("cores given back");
+        drop((b, c));
+    }
+
     /// A serve hook whose message stays: serving it leaves it waiting.
     struct StuckMessage {
         served: AtomicU32,
@@ -1380,22 +1456,48 @@ mod tests {
         hook.waiting.store(false, Ordering::SeqCst);
         let seam = Seam::new(&f, 0).serving(&hook);
         // The "send": the message lands, and its sender rings as every send does.
-        seam.send_then_serve(|| {
-            hook.waiting.store(true, Ordering::SeqCst);
-            wake_for_message(&f, 0);
-        });
+        seam.send_then_serve(
+            || {
+                hook.waiting.store(true, Ordering::SeqCst);
+                wake_for_message(&f, 0);
+                Ok::<_, ()>(true)
+            },
+            || unreachable!("the ring had room"),
+        )
+        .unwrap();
         assert_eq!(bell.service_word.load(Ordering::SeqCst), before, "the sender's own message woke the service");
         assert_eq!(hook.served.load(Ordering::SeqCst), 1, "the sender did not serve its message");
         assert!(!hook.has_messages());
         assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "the sender stayed counted as a poller");
         // What the sender cannot take is rung for.
         let stuck = StuckMessage { served: AtomicU32::new(0) };
-        Seam::new(&f, 0).serving(&stuck).send_then_serve(|| wake_for_message(&f, 0));
+        let sent = |ok: bool| {
+            wake_for_message(&f, 0);
+            Ok::<_, ()>(ok)
+        };
+        Seam::new(&f, 0).serving(&stuck).send_then_serve(|| sent(true), || unreachable!()).unwrap();
         assert_eq!(stuck.served.load(Ordering::SeqCst), 1);
         assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "a message left behind was not rung for");
         // A seam that does not serve sends as any sender does: the message rings.
-        Seam::new(&f, 0).send_then_serve(|| wake_for_message(&f, 0));
+        Seam::new(&f, 0).send_then_serve(|| unreachable!(), || sent(true).map(|_| ())).unwrap();
         assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 2, "a plain send rang no bell");
+        // A full ring: the waiting send runs uncounted, so its own ring goes out.
+        hook.waiting.store(false, Ordering::SeqCst);
+        let seam = Seam::new(&f, 0).serving(&hook);
+        seam.send_then_serve(
+            || Ok::<_, ()>(false),
+            || {
+                assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "counted while it may wait");
+                sent(true).map(|_| ())
+            },
+        )
+        .unwrap();
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 3, "the waiting send rang no bell");
+        // A failed send serves nothing and leaves no count.
+        let served = hook.served.load(Ordering::SeqCst);
+        assert_eq!(seam.send_then_serve(|| Err::<bool, _>(7), || unreachable!()), Err(7));
+        assert_eq!(hook.served.load(Ordering::SeqCst), served, "served after a failed send");
+        assert_eq!(bell.pollers.load(Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -34,7 +34,10 @@
 //! Rows are distributed cyclically: row `i` belongs to processor [`owner`]`(i, nprocs)`,
 //! and [`rows_of`] lists a processor's rows. One **flag** per pivot row. Each processor:
 //!
-//! 1. initializes its own rows with [`init_row`] (first touch), then a **barrier**;
+//! 1. initializes its own rows with [`init_row`] (first touch after initialization, as
+//!    nothing is written before: no end of initialization is marked, as in SOR; this is
+//!    this program's structure, the Rochester source not being available), then a
+//!    **barrier**;
 //! 2. for each pivot `k` in order: if it owns row `k`, it [`normalize`]s row `k` (already
 //!    eliminated by pivots `0..k`) and **sets flag `k`**; otherwise it **waits on flag
 //!    `k`**; then it applies [`eliminate`] with pivot row `k` to each of its rows `i > k`;

@@ -35,7 +35,8 @@ pub fn run_parallel(
             // Every processor initializes its own rows, in parallel; nothing is
             // initialized before the processors start, so this is the first touch after
             // initialization (section 2.3.1; as SOR, crate `app-sor`), and no end of
-            // initialization is marked to watch first touch again.
+            // initialization is marked to watch first touch again. (This program's own
+            // structure: the Rochester source was not found, crate doc.)
             bar.wait(p);
             // Timed: the elimination, not the input or the back substitution (the check).
             p.start_timing();

@@ -376,7 +376,8 @@ impl Run<'_> {
                 let cpus = sys::allowed_cpus();
                 crate::wait::placement(self.cfg.nodes, self.cfg.procs_per_node, node.id.index(), &cpus)
             })
-            .flatten();
+            .flatten()
+            .and_then(crate::wait::CoreClaim::take);
         let proc_cores = &proc_cores;
         std::thread::scope(|s| {
             let service = {
@@ -399,9 +400,9 @@ impl Run<'_> {
                     std::thread::Builder::new()
                         .name(format!("dsm-proc-{}-{local}", node.id.index()))
                         .spawn_scoped(s, move || {
-                            if let Some(cpus) = proc_cores {
+                            if let Some(claim) = proc_cores {
                                 // A binding that fails leaves the kernel to place the thread.
-                                let _ = sys::pin_thread(cpus[local]);
+                                let _ = sys::pin_thread(claim.cores()[local]);
                             }
                             self.processor(local, body)
                         })

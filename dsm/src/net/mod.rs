@@ -484,7 +484,10 @@ impl Net {
         if to == self.node {
             // A request to this node's own manager (of a lock, a barrier, a directory
             // entry) is handled by its sender at once (`Seam::send_then_serve`).
-            seam.send_then_serve(|| self.send_via(seam, to, kind, slot, token, payload))?;
+            seam.send_then_serve(
+                || self.port.send(None, to, kind, slot, token, payload),
+                || self.send_via(seam, to, kind, slot, token, payload),
+            )?;
         } else {
             self.send_via(seam, to, kind, slot, token, payload)?;
         }

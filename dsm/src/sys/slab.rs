@@ -123,25 +123,27 @@ impl Slab {
     pub fn take(&self) -> Slot {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut chunk = None;
-        let index = match s.free.pop() {
-            Some(i) => i as usize,
+        // Checked before anything changes, so that a failed check leaves the state whole.
+        let index = match s.free.last() {
+            Some(&i) => i as usize,
             None => {
                 assert!(
                     s.fresh < self.slots,
                     "all {} slots of a slab are taken",
                     self.slots
                 );
-                let i = s.fresh;
-                s.fresh += 1;
-                if i >= s.populated {
-                    let end = (i + CHUNK).min(self.slots);
-                    s.populated = end;
-                    chunk = Some((i, end));
-                }
-                i
+                s.fresh
             }
         };
         assert!(!s.is_taken(index), "slot {index} of a slab handed out twice");
+        if s.free.pop().is_none() {
+            s.fresh += 1;
+            if index >= s.populated {
+                let end = (index + CHUNK).min(self.slots);
+                s.populated = end;
+                chunk = Some((index, end));
+            }
+        }
         s.flip(index);
         s.live += 1;
         drop(s);
