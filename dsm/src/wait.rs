@@ -288,6 +288,25 @@ impl Drop for CoreClaim {
     }
 }
 
+thread_local! {
+    /// This thread filed a message in its node's inbox since its last check ([`filed_here`]).
+    static FILED_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A transport whose arrivals a waiter takes off the network itself (MPI: the waiter's
+/// readiness check pumps) says so when such a look filed a message for its node: the
+/// spinning waiter then serves at its next check instead of within `SPIN_SERVE_EVERY`,
+/// since a check there costs a look at MPI (2-node barrier over MPI, `bench proto`, 3
+/// interleaved runs: 1.43-1.44 us before, 1.34-1.38 after).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn filed_here() {
+    FILED_HERE.with(|f| f.set(true));
+}
+
+fn take_filed_here() -> bool {
+    FILED_HERE.with(|f| f.replace(false))
+}
+
 /// A wait gave up: the cluster aborted (another node failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", crate::control::ABORT_MESSAGE)]
@@ -669,7 +688,7 @@ impl<'a> Seam<'a> {
                 return true;
             }
             spins += 1;
-            if spins % SPIN_SERVE_EVERY == 0 {
+            if spins % SPIN_SERVE_EVERY == 0 || take_filed_here() {
                 self.serve_now();
             }
             if spins % LOOK_EVERY == 0 {

@@ -716,6 +716,7 @@ impl MpiLink {
     /// empties the inbox, within `SPIN_SERVE_EVERY` checks).
     fn deliver(&self, env: Envelope) {
         self.inbox.lock().expect("poisoned").push_back(env);
+        wait::filed_here();
         wait::wake_for_message(self.control(), self.node);
     }
 
