@@ -571,19 +571,11 @@ impl<'a> Seam<'a> {
             return send_waiting();
         }
         let mut poller = Polling::counted(self);
-        match try_send() {
-            Ok(true) => {
-                poller.stop(true);
-                Ok(())
-            }
-            Ok(false) => {
-                poller.stop(true);
-                send_waiting()
-            }
-            Err(e) => {
-                poller.stop(false);
-                Err(e)
-            }
+        let sent = try_send();
+        poller.stop(sent.is_ok());
+        match sent? {
+            true => Ok(()),
+            false => send_waiting(),
         }
     }
 
@@ -800,14 +792,22 @@ struct Polling<'s, 'a> {
 /// the node's senders ring again; it serves nothing on the way out.
 impl Drop for Polling<'_, '_> {
     fn drop(&mut self) {
-        if std::mem::take(&mut self.counted) {
-            self.seam.control.bell(self.seam.node).pollers.fetch_sub(1, Ordering::SeqCst);
+        if self.uncount() {
             wake_service(self.seam.control, self.seam.node, false);
         }
     }
 }
 
 impl<'s, 'a> Polling<'s, 'a> {
+    /// Takes this thread out of its node's poller count, once; true if it was counted.
+    fn uncount(&mut self) -> bool {
+        let was = std::mem::take(&mut self.counted);
+        if was {
+            self.seam.control.bell(self.seam.node).pollers.fetch_sub(1, Ordering::SeqCst);
+        }
+        was
+    }
+
     fn start(seam: &'s Seam<'a>, what: WaitFor) -> Self {
         // Where the block does not know its cores (an MPI rank with less than one core
         // to itself), the policy is the plain one: nobody counts.
@@ -834,11 +834,10 @@ impl<'s, 'a> Polling<'s, 'a> {
     /// it holds nothing) and rings its node's service for what remains; the service needs
     /// no look, as its park checks for messages after its own fence.
     fn stop(&mut self, may_serve: bool) {
-        if !std::mem::take(&mut self.counted) {
+        if !self.uncount() {
             return;
         }
         let seam = self.seam;
-        seam.control.bell(seam.node).pollers.fetch_sub(1, Ordering::SeqCst);
         if let Some(s) = seam.serve {
             fence(Ordering::SeqCst);
             if may_serve {
