@@ -4,8 +4,8 @@
 //! Every rank runs the whole program, SPMD, as node processes do; each `launch` call is
 //! one cluster run on every rank at once. A rank runs its own node: it creates a local
 //! fabric (its heap and control block, which no other rank maps), starts its link to the
-//! others ([`MpiLink::start`]: the run's own communicator and a progress thread), and runs
-//! the node function on it. At the end:
+//! others ([`MpiLink::start`]: the run's own two communicators and a progress thread),
+//! and runs the node function on it. At the end:
 //!
 //! - every rank other than 0 sends its result to rank 0 and waits for rank 0's verdict;
 //!   after a run that succeeded it returns [`LaunchError::OtherRun`], so that the program

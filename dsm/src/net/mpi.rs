@@ -57,8 +57,8 @@
 //! `MPI_Improbe` and `MPI_Mrecv` (2 ranks, `MPI_THREAD_MULTIPLE`, one thread each; 0.19
 //! against 0.59-0.64 at another moment of this host). A thread waiting for a reply or an
 //! acknowledgement takes at most one arrival per check of its wait: a message it files
-//! for its node is served at once (`crate::wait::filed_here`), before anything else is
-//! taken off MPI. In `bench proto` (CSM-None, 2 ranks, 3 interleaved runs against the
+//! for its node is served at its next check (`crate::wait::filed_here`) while it spins
+//! and serves, before it takes anything else off MPI. In `bench proto` (CSM-None, 2 ranks, 3 interleaved runs against the
 //! probing receive) the 2-node barrier went from 1.58 to 1.01 us, the remote lock from
 //! 1.50 to 0.88, the page fetch from 10.1 to 9.2. The control communicator is probed
 //! (`MPI_Improbe`, `MPI_Mrecv`, any size) by the progress thread alone.
@@ -68,7 +68,11 @@
 //! One receive is posted at a time, on any source and tag, so the messages, replies and
 //! acknowledgements one rank sends to another are taken in the order it sent them (MPI's
 //! non-overtaking rule) and handled in that order: the per-pair order that `transport.rs`
-//! promises. A message to this node itself never goes through MPI.
+//! promises. A message to this node itself never goes through MPI. The launcher's traffic
+//! is not ordered with the protocol's (it has a communicator of its own), and needs no
+//! order with it: a peer sends protocol messages only after this rank's `Ready`, a
+//! failure aborts whatever arrives after it, and a rank sends its result only after its
+//! node function returned, when its node serves nothing more.
 //!
 //! # Failures and stalls
 //!
@@ -210,8 +214,9 @@ pub fn abort_job() -> ! {
 /// into the new run, where it takes the sequence number of a real message, which is then
 /// never matched: 7 of 30 4-rank jobs of random programs beside two CPU hogs hung (a
 /// request sent and never received, every other count of messages matching) or read
-/// stale data (a lost write notice), and 0 of 16 once the communicators were kept. A communicator per run kept to the end of the process costs a few
-/// hundred bytes.
+/// stale data (a lost write notice), and 0 of 16 once the communicators were kept. The two
+/// communicators of a run (module doc, "One run, two communicators") kept to the end of
+/// the process cost a few hundred bytes.
 struct Comm(std::mem::ManuallyDrop<SimpleCommunicator>);
 
 // SAFETY: MPI was initialized with MPI_THREAD_MULTIPLE (`world` refuses anything less), so
@@ -229,8 +234,11 @@ struct Posted {
     /// once no receive uses it.
     buffer: *mut [u8],
     /// The receive in progress; `None` from a `take` that found an arrival to the next
-    /// `take` (which posts first), and after `withdraw`.
+    /// `take` (which posts first), and after a `withdraw` that completed it (one that gave
+    /// up leaves it here, for `Drop` to give up).
     request: Option<Request<'static, [u8], StaticScope>>,
+    /// Set by `withdraw`: nothing is posted or taken any more.
+    withdrawn: bool,
 }
 
 // SAFETY: `buffer` and the request are used only by the holder of the `Mutex<Posted>`
@@ -245,6 +253,7 @@ impl Posted {
         let mut posted = Posted {
             buffer,
             request: None,
+            withdrawn: false,
         };
         posted.post(comm);
         posted
@@ -264,6 +273,9 @@ impl Posted {
     /// The arrival in the buffer if the receive has completed (posting it first on `comm`
     /// if none is): its source rank, tag and bytes. The next call posts the next receive.
     fn take(&mut self, comm: &SimpleCommunicator) -> Option<(usize, i32, &[u8])> {
+        if self.withdrawn {
+            return None;
+        }
         if self.request.is_none() {
             self.post(comm);
         }
@@ -290,6 +302,7 @@ impl Posted {
     /// receive that matched a large message from a stopped rank would never complete):
     /// then the request and the buffer are left to the job's end (`Drop`).
     fn withdraw(&mut self, control: &Control, stall_timeout: Duration) {
+        self.withdrawn = true;
         let Some(request) = self.request.take() else {
             return;
         };
@@ -652,16 +665,24 @@ impl MpiLink {
         StopOnDrop(self)
     }
 
-    /// Stops the progress thread (the run's communicator is kept: `Comm`).
+    /// Stops the progress thread and withdraws the receive posted on the data
+    /// communicator (`Posted::withdraw`; the run's communicators are kept: `Comm`). It
+    /// runs on every way out of a run, an unwinding one included, so a lock poisoned by a
+    /// panic does not stop it.
     fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         self.kick();
-        if let Some(h) = self.progress.lock().expect("poisoned").take() {
+        if let Some(h) = self
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
             let _ = h.join();
         }
         self.receiver
             .lock()
-            .expect("poisoned")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .withdraw(self.control(), self.stall_timeout);
     }
 
@@ -726,9 +747,10 @@ impl MpiLink {
 
     /// Takes every message that has arrived off MPI and handles it (module doc), unless
     /// another thread of the node is doing so; returns how many there were. The progress
-    /// thread pumps all the time; a thread that waits for a reply or for messages pumps
-    /// too while it spins, so that what it waits for does not wait for the progress
-    /// thread's next look. One thread pumps at a time, so arrivals are handled in order.
+    /// thread pumps all the time; the idle service and a poll point pump too, and a thread
+    /// that waits for a reply or an acknowledgement takes one arrival at each check
+    /// (`try_pump(1)`), so that what it waits for does not wait for the progress thread's
+    /// next look. One thread receives at a time, so arrivals are handled in order.
     fn pump(&self) -> usize {
         self.try_pump(usize::MAX).unwrap_or(0)
     }
