@@ -426,13 +426,9 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-fn frame(a: u16, b: u16, token: u32, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER + payload.len());
-    v.extend_from_slice(&a.to_ne_bytes());
-    v.extend_from_slice(&b.to_ne_bytes());
-    v.extend_from_slice(&token.to_ne_bytes());
-    v.extend_from_slice(payload);
-    v
+thread_local! {
+    /// The calling thread's frame buffer for protocol sends ([`MpiLink::send_frame`]).
+    static SEND_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl MpiLink {
@@ -515,28 +511,58 @@ impl MpiLink {
     /// request and its buffer are left to it.
     fn send_raw(&self, to: usize, tag: i32, bytes: Vec<u8>) {
         let buffer: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        if self.send_static(to, tag, buffer) {
+            // SAFETY: `buffer` is the box leaked above, and the send that read it has
+            // completed, so nothing uses it any more.
+            drop(unsafe { Box::from_raw(buffer as *const [u8] as *mut [u8]) });
+        }
+    }
+
+    /// Sends a frame (`[a u16 | b u16 | token u32 | payload]`) to rank `to` with `tag`, as
+    /// [`MpiLink::send_raw`] does, from a buffer of the calling thread's that every send
+    /// reuses (a protocol message costs no allocation of its own).
+    fn send_frame(&self, to: usize, tag: i32, a: u16, b: u16, token: u32, payload: &[u8]) {
+        SEND_BUFFER.with(|cell| {
+            let mut buffer = cell.borrow_mut();
+            buffer.clear();
+            buffer.extend_from_slice(&a.to_ne_bytes());
+            buffer.extend_from_slice(&b.to_ne_bytes());
+            buffer.extend_from_slice(&token.to_ne_bytes());
+            buffer.extend_from_slice(payload);
+            // SAFETY: the slice lives as long as MPI may read it: `send_static` returns
+            // once the send has completed, and until then the `RefCell` borrow keeps
+            // every other use of the buffer out (a send handles nothing, so it never
+            // sends again from within); a send given up on an abort may still be read,
+            // so its buffer is then forgotten, never freed or reused.
+            let bytes: &'static [u8] =
+                unsafe { std::slice::from_raw_parts(buffer.as_ptr(), buffer.len()) };
+            if !self.send_static(to, tag, bytes) {
+                std::mem::forget(std::mem::take(&mut *buffer));
+            }
+        });
+    }
+
+    /// Sends `bytes` (module doc of `send_raw`) and polls the send until it completes
+    /// (true) or the run aborts (false: the request is given up, and MPI may still read
+    /// `bytes`).
+    fn send_static(&self, to: usize, tag: i32, bytes: &'static [u8]) -> bool {
         let comm = if tag::is_data(tag) { &self.data } else { &self.ctl };
         let mut request = comm.0.process_at_rank(to as i32).immediate_send_with_tag(
             mpi::request::StaticScope,
-            buffer,
+            bytes,
             tag,
         );
         let mut poller = Poller::default();
         loop {
             match request.test() {
-                Ok(_) => {
-                    // SAFETY: `buffer` is the box leaked above, and the send that read it has
-                    // completed, so nothing uses it any more.
-                    drop(unsafe { Box::from_raw(buffer as *const [u8] as *mut [u8]) });
-                    return;
-                }
+                Ok(_) => return true,
                 Err(pending) => request = pending,
             }
             if self.control().aborted() {
                 // SAFETY: `into_raw` only gives up the request without completing it (its
-                // drop would panic); MPI may still read `buffer`, which is leaked for it.
+                // drop would panic); the caller leaves `bytes` to MPI.
                 let _ = unsafe { request.into_raw() };
-                return;
+                return false;
             }
             poller.idle();
         }
@@ -1103,7 +1129,7 @@ impl Transport for MpiPort {
                 payload: payload.to_vec(),
             });
         } else {
-            link.send_raw(rank, tag::MESSAGE, frame(kind, slot, token, payload));
+            link.send_frame(rank, tag::MESSAGE, kind, slot, token, payload);
         }
         link.count_sent(HEADER + payload.len());
         Ok(true)
@@ -1202,7 +1228,7 @@ impl Transport for MpiPort {
         if to.index() == link.node {
             link.land_reply(slot, token, payload);
         } else {
-            link.send_raw(to.index(), tag::REPLY, frame(slot, 0, token, payload));
+            link.send_frame(to.index(), tag::REPLY, slot, 0, token, payload);
         }
         link.count_sent(HEADER + payload.len());
         Ok(())
@@ -1237,7 +1263,7 @@ impl Transport for MpiPort {
         if to.index() == link.node {
             link.land_ack(link.node, slot, token);
         } else {
-            link.send_raw(to.index(), tag::ACK, frame(slot, 0, token, &[]));
+            link.send_frame(to.index(), tag::ACK, slot, 0, token, &[]);
         }
         link.count_sent(HEADER);
         Ok(())
