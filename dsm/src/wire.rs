@@ -573,6 +573,10 @@ impl<'a> Msg<'a> {
 }
 
 impl<'a> Reply<'a> {
+    /// The encoding of [`Reply::Ack`] (what `encode` appends for it), for a handler that
+    /// grants without building a buffer.
+    pub(crate) const ACK_BYTES: &'static [u8] = &[tag::ACK];
+
     /// Appends the encoding of this reply, tag first, to `out`.
     ///
     /// # Panics
@@ -1399,6 +1403,14 @@ mod tests {
             assert_eq!(encode_msg(&msg), bytes, "{msg:?}");
             assert_eq!(Msg::decode(kind, bytes), Ok(msg));
         }
+    }
+
+    #[test]
+    fn the_ack_constant_is_the_encoding_of_an_ack() {
+        let mut out = Vec::new();
+        Reply::Ack.encode(&mut out);
+        assert_eq!(out, Reply::ACK_BYTES);
+        assert!(matches!(Reply::decode(Reply::ACK_BYTES), Ok(Reply::Ack)));
     }
 
     #[test]

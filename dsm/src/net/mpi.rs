@@ -362,7 +362,38 @@ struct Envelope {
     kind: u16,
     slot: u16,
     token: u32,
-    payload: Vec<u8>,
+    payload: Payload,
+}
+
+/// An envelope's payload: a synchronization message's few bytes are kept in place (no
+/// allocation on the way to its handler), anything longer on the heap.
+enum Payload {
+    Inline { len: u8, bytes: [u8; Payload::INLINE] },
+    Heap(Vec<u8>),
+}
+
+impl Payload {
+    const INLINE: usize = 32;
+
+    fn new(bytes: &[u8]) -> Payload {
+        if bytes.len() <= Payload::INLINE {
+            let mut inline = [0; Payload::INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Payload::Inline {
+                len: bytes.len() as u8,
+                bytes: inline,
+            }
+        } else {
+            Payload::Heap(bytes.to_vec())
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Inline { len, bytes } => &bytes[..*len as usize],
+            Payload::Heap(v) => v,
+        }
+    }
 }
 
 /// A processor's (or the service's) reply mailbox.
@@ -910,7 +941,7 @@ impl MpiLink {
                     kind: u16_at(bytes, 0),
                     slot: u16_at(bytes, 2),
                     token: u32_at(bytes, 4),
-                    payload: bytes[HEADER..].to_vec(),
+                    payload: Payload::new(&bytes[HEADER..]),
                 });
             }
             tag::REPLY if bytes.len() >= HEADER => {
@@ -1146,7 +1177,7 @@ impl Transport for MpiPort {
                 kind,
                 slot,
                 token,
-                payload: payload.to_vec(),
+                payload: Payload::new(payload),
             });
         } else {
             link.send_frame(rank, tag::MESSAGE, kind, slot, token, payload);
@@ -1185,7 +1216,7 @@ impl Transport for MpiPort {
                 kind: env.kind,
                 slot: env.slot,
                 token: env.token,
-                payload: &env.payload,
+                payload: env.payload.bytes(),
             });
             handled += 1;
         }

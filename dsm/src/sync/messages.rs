@@ -112,11 +112,9 @@ impl Managed {
         let msg = Msg::decode(m.kind, m.payload)
             .unwrap_or_else(|e| panic!("malformed synchronization message from {}: {e}", m.from));
         let me: Waiter = (m.from, m.slot, m.token);
-        let mut ack = Vec::new();
-        Reply::Ack.encode(&mut ack);
         let grant = |w: Waiter| {
             host.net()
-                .reply(w.0, w.1, w.2, &ack)
+                .reply(w.0, w.1, w.2, Reply::ACK_BYTES)
                 .unwrap_or_else(|e| panic!("{e}"))
         };
         let mut g = self.objects.lock().expect("poisoned");
