@@ -28,23 +28,25 @@
 //!
 //! A message from another rank cannot ring a futex of this process, so each rank runs a
 //! progress thread that takes arrivals off both communicators ("Receiving") and turns
-//! each into what the fabric's writes would have left: a message joins the node's inbox and rings the node's doorbell unless a
-//! thread of the node polls (`crate::wait`, "Pollers"); a reply or an acknowledgement
-//! fills the mailbox it names and rings the doorbell if its waiter is parked. So every thread of the node waits as on the fabric, through its [`Seam`]. The
-//! progress thread polls with the idle policy of [`crate::wait::Poller`], and it does not
-//! spin between looks while the rank's running threads use the rank's share of the cores
-//! (`Control::cores_taken`: it took 15% of a core from each of 2 ranks of SOR); a thread
-//! that waits for a reply or an acknowledgement takes an arrival off MPI itself at every
-//! check of its wait, and the idle service thread at every 8th
-//! (`MpiLink::pump`, from the readiness check), so a reply or a request does not wait
-//! for the progress thread's next look. A computing processor takes arrivals off MPI at
-//! its poll points, in the work it counts (`crate::wait`, "Polling while computing"), and
-//! handles them there; while processors look and the rank's threads use its cores, the
-//! progress thread sleeps `POLL_SLEEP_BEHIND_POLLERS` (500 us) between looks instead of at
-//! most 50 us. One thread at a time receives. (A send does not
-//! wake the progress thread: its sender looks for the reply itself, and a second thread
-//! of the rank spinning on MPI took the cores the processors needed: SOR 2048 x 2048 x 50
-//! on 2 ranks ran 3-10 times slower, and a barrier took 70-100 us instead of 6.)
+//! each into what the fabric's writes would have left: a message joins the node's inbox
+//! and rings the node's doorbell unless a thread of the node polls (`crate::wait`,
+//! "Pollers"); a reply or an acknowledgement fills the mailbox it names and rings the
+//! doorbell if its waiter is parked. So every thread of the node waits as on the fabric,
+//! through its [`Seam`]. The progress thread polls with the idle policy of
+//! [`crate::wait::Poller`], and it does not spin between looks while the rank's running
+//! threads use the rank's share of the cores (`Control::cores_taken`: it took 15% of a
+//! core from each of 2 ranks of SOR); a thread that waits for a reply or an
+//! acknowledgement takes an arrival off MPI itself at every check of its wait, and the
+//! idle service thread at every 8th (`MpiLink::pump`, from the readiness check), so a
+//! reply or a request does not wait for the progress thread's next look. A computing
+//! processor takes arrivals off MPI at its poll points, in the work it counts
+//! (`crate::wait`, "Polling while computing"), and handles them there; while processors
+//! look and the rank's threads use its cores, the progress thread sleeps
+//! `POLL_SLEEP_BEHIND_POLLERS` (500 us) between looks instead of at most 50 us. One thread
+//! at a time receives. (A send does not wake the progress thread: its sender looks for
+//! the reply itself, and a second thread of the rank spinning on MPI took the cores the
+//! processors needed: SOR 2048 x 2048 x 50 on 2 ranks ran 3-10 times slower, and a
+//! barrier took 70-100 us instead of 6.)
 //!
 //! # Receiving
 //!
@@ -58,10 +60,11 @@
 //! against 0.59-0.64 at another moment of this host). A thread waiting for a reply or an
 //! acknowledgement takes at most one arrival per check of its wait: a message it files
 //! for its node is served at its next check (`crate::wait::filed_here`) while it spins
-//! and serves, before it takes anything else off MPI. In `bench proto` (CSM-None, 2 ranks, 3 interleaved runs against the
-//! probing receive) the 2-node barrier went from 1.58 to 1.01 us, the remote lock from
-//! 1.50 to 0.88, the page fetch from 10.1 to 9.2. The control communicator is probed
-//! (`MPI_Improbe`, `MPI_Mrecv`, any size) by the progress thread alone.
+//! and serves, before it takes anything else off MPI. In `bench proto` (CSM-None, 2
+//! ranks, 3 interleaved runs against the probing receive) the 2-node barrier went from
+//! 1.58 to 1.01 us, the remote lock from 1.50 to 0.88, the page fetch from 10.1 to 9.2.
+//! The control communicator is probed (`MPI_Improbe`, `MPI_Mrecv`, any size) by the
+//! progress thread alone.
 //!
 //! # Ordering
 //!
