@@ -286,13 +286,12 @@ impl Posted {
         posted
     }
 
-    /// Posts the next receive into the buffer.
+    /// Posts the next receive into the buffer, which MPI then has until the receive
+    /// completes. No receive uses it now (none is posted), and no slice of it is alive:
+    /// `take`'s borrows `&mut self`, so it ended before this call.
     fn post(&mut self, comm: &SimpleCommunicator) {
         debug_assert!(self.request.is_none(), "a receive is already posted");
-        // SAFETY: `buffer` is the box leaked in `new`, freed only by `Drop`; no receive
-        // uses it (none is posted) and no slice of it is alive (`take`'s ended before this
-        // call: the borrow checker ties it to `&mut self`), so MPI may have it until the
-        // receive completes.
+        // SAFETY: the box leaked in `new`, freed only by `Drop`, unused now (doc above).
         let buffer: &'static mut [u8] = unsafe { &mut *self.buffer };
         self.request = Some(comm.any_process().immediate_receive_into(StaticScope, buffer));
     }
@@ -330,13 +329,12 @@ impl Posted {
     /// then the request and the buffer are left to the job's end (`Drop`).
     fn withdraw(&mut self, control: &Control, stall_timeout: Duration) {
         self.withdrawn = true;
-        let Some(request) = self.request.take() else {
+        let Some(mut request) = self.request.take() else {
             return;
         };
         request.cancel();
         let began = Instant::now();
         let mut poller = Poller::default();
-        let mut request = request;
         loop {
             match request.test() {
                 Ok(_) => return,
@@ -561,7 +559,7 @@ impl MpiLink {
     }
 
     /// Sends `bytes` to rank `to` with `tag`. Open MPI's shared memory sends a message
-    /// under its eager limit (4 KB) at once, but a larger one (a page, a big diff, a
+    /// under its eager limit (32 KB here, `eager_pages`) at once, but a larger one (a
     /// result) only once the receiver takes it, which a stopped rank never does: a blocking
     /// `MPI_Send` there would never return, and its thread would never see the abort. So
     /// the send is immediate, on `bytes`, which MPI owns until it completes, and polled
@@ -578,7 +576,11 @@ impl MpiLink {
 
     /// Sends a frame (`[a u16 | b u16 | token u32 | payload]`) to rank `to` with `tag`, as
     /// [`MpiLink::send_raw`] does, from a buffer of the calling thread's that every send
-    /// reuses (a protocol message costs no allocation of its own).
+    /// reuses (a protocol message costs no allocation of its own). The buffer outlives
+    /// every read MPI makes of it: `send_static` returns once the send has completed, the
+    /// `RefCell` borrow keeps every other use out until then (a send handles nothing, so
+    /// it never sends again from within), and a send given up on an abort, which MPI may
+    /// still read, leaves its buffer forgotten, never freed or reused.
     fn send_frame(&self, to: usize, tag: i32, a: u16, b: u16, token: u32, payload: &[u8]) {
         SEND_BUFFER.with(|cell| {
             let mut buffer = cell.borrow_mut();
@@ -587,13 +589,9 @@ impl MpiLink {
             buffer.extend_from_slice(&b.to_ne_bytes());
             buffer.extend_from_slice(&token.to_ne_bytes());
             buffer.extend_from_slice(payload);
-            // SAFETY: the slice lives as long as MPI may read it: `send_static` returns
-            // once the send has completed, and until then the `RefCell` borrow keeps
-            // every other use of the buffer out (a send handles nothing, so it never
-            // sends again from within); a send given up on an abort may still be read,
-            // so its buffer is then forgotten, never freed or reused.
-            let bytes: &'static [u8] =
-                unsafe { std::slice::from_raw_parts(buffer.as_ptr(), buffer.len()) };
+            let (ptr, len) = (buffer.as_ptr(), buffer.len());
+            // SAFETY: the buffer outlives every read MPI makes of it (doc above).
+            let bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(ptr, len) };
             if !self.send_static(to, tag, bytes) {
                 std::mem::forget(std::mem::take(&mut *buffer));
             }
