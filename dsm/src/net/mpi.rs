@@ -432,6 +432,9 @@ pub struct MpiLink {
     nodes: usize,
     fabric: Arc<Fabric>,
     inbox: Mutex<VecDeque<Envelope>>,
+    /// The inbox's length, stored under its lock at each change: an idle thread's look
+    /// reads this word, not the two locks.
+    filed: AtomicUsize,
     /// The receive posted on `data`, held by the one thread that takes messages off MPI
     /// at a time (`MpiLink::pump`).
     receiver: Mutex<Posted>,
@@ -510,6 +513,7 @@ impl MpiLink {
             node,
             nodes,
             inbox: Mutex::new(VecDeque::new()),
+            filed: AtomicUsize::new(0),
             receiver,
             consumer: Mutex::new(VecDeque::new()),
             mailboxes: (0..layout.mailboxes)
@@ -850,10 +854,8 @@ impl MpiLink {
     /// True if the inbox holds messages and no thread is handling it (while one is, it
     /// rings for what it leaves: [`MpiPort::poll`]).
     fn inbox_unhandled(&self) -> bool {
-        let Ok(_consumer) = self.consumer.try_lock() else {
-            return false;
-        };
-        !self.inbox.lock().expect("poisoned").is_empty()
+        // SeqCst: read after a parking thread's fence (`crate::wait`, "no lost wake-up").
+        self.filed.load(Ordering::SeqCst) > 0 && self.consumer.try_lock().is_ok()
     }
 
     /// [`MpiLink::pump`] for at most `max` arrivals, or `None` if another thread of the
@@ -1005,7 +1007,11 @@ impl MpiLink {
     /// polls (`crate::wait`, "Pollers": a poller serves, which takes arrivals off MPI and
     /// empties the inbox, within `SPIN_SERVE_EVERY` checks).
     fn deliver(&self, env: Envelope) {
-        self.inbox.lock().expect("poisoned").push_back(env);
+        {
+            let mut inbox = self.inbox.lock().expect("poisoned");
+            inbox.push_back(env);
+            self.filed.store(inbox.len(), Ordering::SeqCst);
+        }
         wait::filed_here();
         wait::wake_for_message(self.control(), self.node);
     }
@@ -1211,18 +1217,17 @@ impl Transport for MpiPort {
         let Ok(mut batch) = link.consumer.try_lock() else {
             return 0;
         };
-        {
+        // What a waiter's readiness check has just filed is handled first; the next check
+        // takes what came since.
+        if link.filed.load(Ordering::SeqCst) == 0 {
+            link.pump();
+        }
+        if link.filed.load(Ordering::SeqCst) > 0 {
             let mut inbox = link.inbox.lock().expect("poisoned");
-            // What a waiter's readiness check has just filed is handled first; the next
-            // check takes what came since.
-            if inbox.is_empty() {
-                drop(inbox);
-                link.pump();
-                inbox = link.inbox.lock().expect("poisoned");
-            }
             // Only the messages there now: under a steady stream a processor that serves
             // while it waits would otherwise never get back to its own wait.
             std::mem::swap(&mut *inbox, &mut *batch);
+            link.filed.store(0, Ordering::SeqCst);
         }
         let mut handled = 0;
         while let Some(env) = batch.pop_front() {
@@ -1240,7 +1245,7 @@ impl Transport for MpiPort {
         // (`crate::wait`, "no lost wake-up"): either it sees the lock free, or this look
         // sees it parked.
         std::sync::atomic::fence(Ordering::SeqCst);
-        if !link.inbox.lock().expect("poisoned").is_empty() {
+        if link.filed.load(Ordering::SeqCst) > 0 {
             wait::wake_for_message(link.control(), link.node);
         }
         handled
