@@ -114,7 +114,9 @@ const DIFF_HEADER_BYTES: usize = 8;
 /// Bytes each diff run spends before its mask and data: the offset and the word count.
 const RUN_HEADER_BYTES: usize = crate::diff::RUN_HEADER_BYTES;
 /// Bytes a `Page` reply spends before the page data.
-const PAGE_REPLY_HEADER_BYTES: usize = 1 + 8 + 1 + 1 + 1 + 4;
+const PAGE_REPLY_HEADER_BYTES: usize = 1 + PIGGYBACK_BYTES + 1 + 1 + 1 + 4;
+/// Bytes of a [`Piggyback`]: the sharing set (u64) and the home-writing flag.
+const PIGGYBACK_BYTES: usize = 8 + 1;
 
 /// The largest coherence page (`Config::validate` refuses larger ones): a `Page` reply
 /// carries a whole page in one message.
@@ -576,6 +578,17 @@ impl<'a> Reply<'a> {
     /// The encoding of [`Reply::Ack`] (what `encode` appends for it), for a handler that
     /// grants without building a buffer.
     pub(crate) const ACK_BYTES: &'static [u8] = &[tag::ACK];
+
+    /// The length of this reply's encoding (what [`Reply::encode`] appends).
+    pub(crate) fn encoded_len(&self) -> usize {
+        match *self {
+            Reply::Ack => 1,
+            Reply::Home { .. } | Reply::Moved { .. } | Reply::Holder { .. } => 3,
+            Reply::Page { data, .. } => PAGE_REPLY_HEADER_BYTES + data.len(),
+            Reply::Refused { .. } | Reply::DiffAck { .. } => 1 + PIGGYBACK_BYTES,
+            Reply::Flushed { data } => 5 + data.len(),
+        }
+    }
 
     /// Appends the encoding of this reply, tag first, to `out`.
     ///
@@ -1633,6 +1646,12 @@ mod tests {
             let reply = owned.view();
             let bytes = encode_reply(&reply);
             prop_assert_eq!(Reply::decode(&bytes), Ok(reply));
+        }
+
+        #[test]
+        fn a_replys_encoded_len_is_the_length_of_its_encoding(owned in owned_reply()) {
+            let reply = owned.view();
+            prop_assert_eq!(reply.encoded_len(), encode_reply(&reply).len());
         }
 
         #[test]

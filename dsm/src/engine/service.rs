@@ -257,7 +257,7 @@ impl Node {
     }
 
     fn reply(&self, from: NodeId, slot: u16, token: u32, reply: &Reply<'_>) {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(reply.encoded_len());
         reply.encode(&mut out);
         self.net
             .reply(from, slot, token, &out)
