@@ -590,12 +590,33 @@ impl<'a> Reply<'a> {
         }
     }
 
-    /// Appends the encoding of this reply, tag first, to `out`.
+    /// Appends the encoding of this reply, tag first, to `out`: its head, then its tail
+    /// (the engine hands the two to the transport apart, `Net::reply_split`).
     ///
     /// # Panics
     ///
     /// If page data is longer than u32::MAX bytes.
+    #[cfg(test)]
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_head(out);
+        out.extend_from_slice(self.tail());
+    }
+
+    /// The page data this reply's encoding ends with (empty for a reply without any).
+    pub(crate) fn tail(&self) -> &'a [u8] {
+        match *self {
+            Reply::Page { data, .. } | Reply::Flushed { data } => data,
+            _ => &[],
+        }
+    }
+
+    /// Appends the encoding of this reply up to its [`Reply::tail`], which a transport
+    /// writes after it without joining the two first.
+    ///
+    /// # Panics
+    ///
+    /// If page data is longer than u32::MAX bytes.
+    pub(crate) fn encode_head(&self, out: &mut Vec<u8>) {
         match *self {
             Reply::Ack => out.push(tag::ACK),
             Reply::Home { home } => {
@@ -618,7 +639,6 @@ impl<'a> Reply<'a> {
                     out,
                     u32::try_from(data.len()).expect("page data exceeds u32"),
                 );
-                out.extend_from_slice(data);
             }
             Reply::Refused { meta } => {
                 out.push(tag::REFUSED);
@@ -642,7 +662,6 @@ impl<'a> Reply<'a> {
                     out,
                     u32::try_from(data.len()).expect("page data exceeds u32"),
                 );
-                out.extend_from_slice(data);
             }
         }
     }

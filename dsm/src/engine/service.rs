@@ -256,11 +256,14 @@ impl Node {
         handled
     }
 
+    /// Sends `reply` to request `token` of `from`'s mailbox `slot`; a page it carries goes
+    /// from the reply's buffer straight into the mailbox or frame, not through a second.
     fn reply(&self, from: NodeId, slot: u16, token: u32, reply: &Reply<'_>) {
-        let mut out = Vec::with_capacity(reply.encoded_len());
-        reply.encode(&mut out);
+        let tail = reply.tail();
+        let mut head = Vec::with_capacity(reply.encoded_len() - tail.len());
+        reply.encode_head(&mut head);
         self.net
-            .reply(from, slot, token, &out)
+            .reply_split(from, slot, token, &head, tail)
             .unwrap_or_else(|e| Self::net_err(e));
     }
 

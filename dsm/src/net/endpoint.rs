@@ -157,8 +157,15 @@ impl Transport for Endpoint {
     }
 
     #[inline]
-    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
-        each!(self, t => t.reply(to, slot, token, payload))
+    fn reply(
+        &self,
+        to: NodeId,
+        slot: u16,
+        token: u32,
+        head: &[u8],
+        tail: &[u8],
+    ) -> Result<(), MsgError> {
+        each!(self, t => t.reply(to, slot, token, head, tail))
     }
 
     #[inline]

@@ -864,8 +864,15 @@ impl Transport for Port {
         self.msg.next_token(slot)
     }
 
-    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
-        self.msg.reply(&self.fabric, to, slot, token, payload)
+    fn reply(
+        &self,
+        to: NodeId,
+        slot: u16,
+        token: u32,
+        head: &[u8],
+        tail: &[u8],
+    ) -> Result<(), MsgError> {
+        self.msg.reply(&self.fabric, to, slot, token, head, tail)
     }
 
     fn wait_reply(

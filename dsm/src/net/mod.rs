@@ -453,7 +453,20 @@ impl Net {
 
     /// Writes a reply into mailbox `slot` of node `to`, completing its request `token`.
     pub fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
-        self.port.reply(to, slot, token, payload)
+        self.port.reply(to, slot, token, payload, &[])
+    }
+
+    /// [`Net::reply`] with the payload `head` followed by `tail`, which are not joined in a
+    /// buffer first (a page reply's header and page).
+    pub(crate) fn reply_split(
+        &self,
+        to: NodeId,
+        slot: u16,
+        token: u32,
+        head: &[u8],
+        tail: &[u8],
+    ) -> Result<(), MsgError> {
+        self.port.reply(to, slot, token, head, tail)
     }
 
     /// Sends a request and waits for its reply. `slot` is the caller's mailbox; each

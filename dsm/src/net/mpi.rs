@@ -586,13 +586,29 @@ impl MpiLink {
     /// it never sends again from within), and a send given up on an abort, which MPI may
     /// still read, leaves its buffer forgotten, never freed or reused.
     fn send_frame(&self, to: usize, tag: i32, a: u16, b: u16, token: u32, payload: &[u8]) {
+        self.send_frame_split(to, tag, a, b, token, payload, &[]);
+    }
+
+    /// [`MpiLink::send_frame`] with the payload `head` followed by `tail`.
+    #[allow(clippy::too_many_arguments)]
+    fn send_frame_split(
+        &self,
+        to: usize,
+        tag: i32,
+        a: u16,
+        b: u16,
+        token: u32,
+        head: &[u8],
+        tail: &[u8],
+    ) {
         SEND_BUFFER.with(|cell| {
             let mut buffer = cell.borrow_mut();
             buffer.clear();
             buffer.extend_from_slice(&a.to_ne_bytes());
             buffer.extend_from_slice(&b.to_ne_bytes());
             buffer.extend_from_slice(&token.to_ne_bytes());
-            buffer.extend_from_slice(payload);
+            buffer.extend_from_slice(head);
+            buffer.extend_from_slice(tail);
             let (ptr, len) = (buffer.as_ptr(), buffer.len());
             // SAFETY: the buffer outlives every read MPI makes of it (doc above).
             let bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(ptr, len) };
@@ -1017,13 +1033,19 @@ impl MpiLink {
     }
 
     fn land_reply(&self, slot: u16, token: u32, payload: &[u8]) {
+        self.land_reply_split(slot, token, payload, &[]);
+    }
+
+    /// [`MpiLink::land_reply`] with the payload `head` followed by `tail`.
+    fn land_reply_split(&self, slot: u16, token: u32, head: &[u8], tail: &[u8]) {
         let Some(mb) = self.mailboxes.get(slot as usize) else {
             return;
         };
         {
             let mut p = mb.payload.lock().expect("poisoned");
             p.clear();
-            p.extend_from_slice(payload);
+            p.extend_from_slice(head);
+            p.extend_from_slice(tail);
         }
         mb.token.store(token, Ordering::SeqCst);
         wait::wake_flagged(self.control(), self.node, &mb.parked);
@@ -1292,21 +1314,29 @@ impl Transport for MpiPort {
         v
     }
 
-    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError> {
+    fn reply(
+        &self,
+        to: NodeId,
+        slot: u16,
+        token: u32,
+        head: &[u8],
+        tail: &[u8],
+    ) -> Result<(), MsgError> {
         let link = &self.link;
         link.check_mailbox(to, slot)?;
-        if payload.len() > MAX_MESSAGE_BYTES {
+        let len = head.len() + tail.len();
+        if len > MAX_MESSAGE_BYTES {
             return Err(MsgError::TooLarge {
-                len: payload.len(),
+                len,
                 max: MAX_MESSAGE_BYTES,
             });
         }
         if to.index() == link.node {
-            link.land_reply(slot, token, payload);
+            link.land_reply_split(slot, token, head, tail);
         } else {
-            link.send_frame(to.index(), tag::REPLY, slot, 0, token, payload);
+            link.send_frame_split(to.index(), tag::REPLY, slot, 0, token, head, tail);
         }
-        link.count_sent(HEADER + payload.len());
+        link.count_sent(HEADER + len);
         Ok(())
     }
 

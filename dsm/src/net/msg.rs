@@ -320,33 +320,35 @@ impl Messenger {
         to: NodeId,
         slot: u16,
         token: u32,
-        payload: &[u8],
+        head: &[u8],
+        tail: &[u8],
     ) -> Result<(), MsgError> {
         check_mailbox(fabric, to, slot)?;
         let dst = to.index();
-        if payload.len() > MAX_MESSAGE_BYTES {
+        let len = head.len() + tail.len();
+        if len > MAX_MESSAGE_BYTES {
             return Err(MsgError::TooLarge {
-                len: payload.len(),
+                len,
                 max: MAX_MESSAGE_BYTES,
             });
         }
         let mb = fabric.pool_ptr(dst, fabric.mailbox_off(dst, slot as usize));
-        let bytes = MAILBOX_DATA_OFF + payload.len() as u64;
+        let bytes = MAILBOX_DATA_OFF + len as u64;
         crate::sched::charge_cost("network send_overhead_ns", |_, net| net.send_overhead_ns as f64);
         let addr = mb as usize;
         let deferred =
             fabric.links.transmit(self.node, 1 << dst, bytes, crate::sched::Wake::Slot(slot), |_| {
-                let owned = payload.to_vec();
+                let owned = [head, tail].concat();
                 Box::new(move || {
                     // SAFETY: as below; the mailbox lies in the wire mapping, which
                     // outlives every delivery of the simulation.
-                    unsafe { write_reply(addr as *mut u8, token, &owned) }
+                    unsafe { write_reply(addr as *mut u8, token, &owned, &[]) }
                 })
             });
         if !deferred {
             // SAFETY: the mailbox lies in the receiver's memory; its requester is waiting
             // and does not read the payload before it sees the token stored last.
-            unsafe { write_reply(mb, token, payload) };
+            unsafe { write_reply(mb, token, head, tail) };
             // SAFETY: the mailbox's parked word at offset 4, 4-aligned inside the mailbox.
             wait::wake_flagged(fabric.control(), dst, word32(unsafe { mb.add(4) }));
         }
@@ -501,12 +503,14 @@ unsafe fn write_record(rec: *mut u8, kind: u16, slot: u16, token: u32, payload: 
 ///
 /// `mb` must point at a mailbox in the wire mapping whose requester waits for `token` and
 /// reads nothing before it sees it; the payload fits (checked by the caller).
-unsafe fn write_reply(mb: *mut u8, token: u32, payload: &[u8]) {
-    // SAFETY: the caller's contract; the length word at offset 8 and the data area lie
-    // inside the mailbox.
+unsafe fn write_reply(mb: *mut u8, token: u32, head: &[u8], tail: &[u8]) {
+    let data = MAILBOX_DATA_OFF as usize;
+    // SAFETY: the caller's contract; the length word at offset 8 and the data area, which
+    // holds `head` and `tail` one after the other, lie inside the mailbox.
     unsafe {
-        word32(mb.add(8)).store(payload.len() as u32, Ordering::Relaxed);
-        std::ptr::copy_nonoverlapping(payload.as_ptr(), mb.add(MAILBOX_DATA_OFF as usize), payload.len());
+        word32(mb.add(8)).store((head.len() + tail.len()) as u32, Ordering::Relaxed);
+        std::ptr::copy_nonoverlapping(head.as_ptr(), mb.add(data), head.len());
+        std::ptr::copy_nonoverlapping(tail.as_ptr(), mb.add(data + head.len()), tail.len());
     }
     word32(mb).store(token, Ordering::SeqCst);
 }

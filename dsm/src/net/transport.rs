@@ -169,8 +169,17 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// A fresh token for a request from mailbox `slot` (never 0).
     fn next_token(&self, slot: u16) -> u32;
 
-    /// Completes request `token` of mailbox `slot` of node `to` with `payload`.
-    fn reply(&self, to: NodeId, slot: u16, token: u32, payload: &[u8]) -> Result<(), MsgError>;
+    /// Completes request `token` of mailbox `slot` of node `to` with the payload `head`
+    /// followed by `tail` (a page reply's header and page, written into the mailbox or the
+    /// frame without first being joined in a buffer of their own).
+    fn reply(
+        &self,
+        to: NodeId,
+        slot: u16,
+        token: u32,
+        head: &[u8],
+        tail: &[u8],
+    ) -> Result<(), MsgError>;
 
     /// Waits through `seam` for the reply to request `token` of this node's mailbox `slot`
     /// and copies it into `out`; `what` names the wait in deadlock reports.
