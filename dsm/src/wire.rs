@@ -579,7 +579,7 @@ impl<'a> Reply<'a> {
     /// grants without building a buffer.
     pub(crate) const ACK_BYTES: &'static [u8] = &[tag::ACK];
 
-    /// The length of this reply's encoding (what [`Reply::encode`] appends).
+    /// The length of this reply's encoding: its head ([`Reply::encode_head`]) and its tail.
     pub(crate) fn encoded_len(&self) -> usize {
         match *self {
             Reply::Ack => 1,

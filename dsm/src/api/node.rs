@@ -110,12 +110,14 @@ where
     let (dir, sync, regions) =
         attach_protocol(cfg, &net, &setup, npages, heap_used).map_err(|e| e.to_string())?;
     let nbarriers = sync.nbarriers;
+    let areas = crate::fault::ViewAreas::for_node(cfg.mode != ExecMode::Threads, cfg.backend, npages);
     let protector = Protector::new(
         cfg.backend,
         &view,
         fabric.heap_ptr(ctx.node, 0) as usize,
         cfg.page_bytes,
         heap_used,
+        areas,
     )
     .map_err(|e| format!("cannot set up the {} fault backend: {e}", cfg.backend))?;
     // A page has at most one twin at a node. The first TWINS_READY twins cost no

@@ -220,6 +220,30 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes each page of `[addr, addr + len)`, a range of one mapping of this process, a
+/// kernel memory area of its own, so that a later change of one page's protection changes
+/// that area in place. Inside a larger area `mprotect` splits it around the page, and
+/// merges the pieces back once they match again: on the development host a fault +
+/// `mprotect` round trip on a page inside a 64 MiB mapping took 4.9-5.2 us against
+/// 3.6-3.9 on a one-page mapping. Every other page gets the read-ahead advice
+/// `MADV_RANDOM`, a flag that no access here reads (the pages are shared memory, present
+/// before any access), and the kernel never merges areas whose flags differ. The range
+/// then takes one of the process's `vm.max_map_count` mappings per page.
+pub fn one_area_per_page(addr: usize, len: usize, page: usize) -> io::Result<()> {
+    let end = addr + len;
+    let mut at = addr + page;
+    while at < end {
+        // SAFETY: read-ahead advice changes no byte and no protection of the range, which
+        // the caller's mapping holds.
+        let rc = unsafe { libc::madvise(at as *mut libc::c_void, page.min(end - at), libc::MADV_RANDOM) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        at += 2 * page;
+    }
+    Ok(())
+}
+
 /// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
 
@@ -272,4 +296,45 @@ pub fn total_memory_bytes() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many of this process's kernel memory areas overlap `[addr, addr + len)`.
+    fn areas_in(addr: usize, len: usize) -> usize {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+        maps.lines()
+            .filter(|line| {
+                let range = line.split_whitespace().next().expect("a range");
+                let (a, b) = range.split_once('-').expect("start-end");
+                let a = usize::from_str_radix(a, 16).expect("hex start");
+                let b = usize::from_str_radix(b, 16).expect("hex end");
+                a < addr + len && b > addr
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_range_split_per_page_keeps_an_area_per_page_through_protection_changes() {
+        let (page, n) = (8192, 16);
+        let fd = memfd_create("cashmere-test-areas", page * n).expect("memfd");
+        let m = map_shared(&fd, 0, page * n, Prot::None).expect("map");
+        let (base, len) = (m.addr(), m.len());
+        assert_eq!(areas_in(base, len), 1);
+        // The kernel's own way, which the split avoids: a change splits the area, and the
+        // change back merges it again.
+        protect(base + 3 * page, page, Prot::Read).expect("protect");
+        assert_eq!(areas_in(base, len), 3, "a change inside one area splits it");
+        protect(base + 3 * page, page, Prot::None).expect("protect");
+        assert_eq!(areas_in(base, len), 1, "the pieces merge back");
+
+        one_area_per_page(base, len, page).expect("split");
+        assert_eq!(areas_in(base, len), n, "one area per page");
+        for (p, prot) in [(3, Prot::Read), (4, Prot::Read), (5, Prot::ReadWrite), (3, Prot::None)] {
+            protect(base + p * page, page, prot).expect("protect");
+            assert_eq!(areas_in(base, len), n, "page {p} changed to {prot:?}");
+        }
+    }
 }

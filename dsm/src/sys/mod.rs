@@ -39,8 +39,9 @@ pub use files::{
 };
 pub use futex::{futex_wait, futex_wake};
 pub use memory::{
-    adopt_fd, map_shared, map_shared_fixed_noreplace, max_map_count, memfd_create, populate_shared,
-    protect, reserve, total_memory_bytes, Mapping, Prot, ENOMEM,
+    adopt_fd, map_shared, map_shared_fixed_noreplace, max_map_count, memfd_create,
+    one_area_per_page, populate_shared, protect, reserve, total_memory_bytes, Mapping, Prot,
+    ENOMEM,
 };
 #[cfg(feature = "mpi")]
 pub use processes::at_exit;
