@@ -30,8 +30,10 @@ pub(crate) enum ViewAreas {
     /// their neighbours, but each change costs a split or a merge.
     One,
     /// An area per page from the start: a protection change changes its page's area in
-    /// place (a fetch 6.0 -> 4.7 us and a write fault with twin 5.6 -> 4.9 us in processes
-    /// mode, `bench proto`, 4 interleaved runs each), at one mapping per page.
+    /// place, at one mapping per page. In processes mode (`bench proto`, CSM-None, 4
+    /// interleaved runs each) a fetch took 6.04 -> 4.72 us and a write fault with twin
+    /// 5.57 -> 4.91 at a fast moment of the development host, 6.27 -> 6.06 and 5.65 ->
+    /// 5.19 at a slow one.
     PerPage,
 }
 
@@ -107,7 +109,9 @@ impl Protector {
                 sys::populate_shared(alias, used, Prot::ReadWrite)?;
                 sys::populate_shared(view.addr(), used, Prot::None)?;
                 if areas == ViewAreas::PerPage {
-                    sys::one_area_per_page(view.addr(), used, page_bytes)?;
+                    // Speed only: a view the kernel cannot split (it advised it back to
+                    // one area) works as `ViewAreas::One` does.
+                    let _ = sys::one_area_per_page(view.addr(), used, view.len(), page_bytes);
                 }
                 How::Mprotect
             }

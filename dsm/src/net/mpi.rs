@@ -37,8 +37,9 @@
 //! threads use the rank's share of the cores (`Control::cores_taken`: it took 15% of a
 //! core from each of 2 ranks of SOR); a thread that waits for a reply or an
 //! acknowledgement takes an arrival off MPI itself at every check of its wait, and the
-//! idle service thread at every 8th (`MpiLink::pump`, from the readiness check), so a
-//! reply or a request does not wait for the progress thread's next look. A computing
+//! idle service thread one at every 8th (`MpiPort::has_messages`; the next check looks
+//! again after an arrival), so a reply or a request does not wait for the progress
+//! thread's next look. A computing
 //! processor takes arrivals off MPI at its poll points, in the work it counts
 //! (`crate::wait`, "Polling while computing"), and handles them there. While other threads
 //! of the rank look (a poll point within the last 100 us, or a waiter spinning as its
@@ -859,8 +860,9 @@ impl MpiLink {
 
     /// Takes every message that has arrived off MPI and handles it (module doc), unless
     /// another thread of the node is doing so; returns how many there were. The progress
-    /// thread pumps all the time; the idle service and a poll point pump too, and a thread
-    /// that waits for a reply or an acknowledgement takes one arrival at each check
+    /// thread pumps all the time; a poll point and a poll that finds the inbox empty pump
+    /// too, the idle service takes one arrival at every 8th check (`MpiPort::has_messages`),
+    /// and a thread that waits for a reply or an acknowledgement takes one at each check
     /// (`try_pump(1)`), so that what it waits for does not wait for the progress thread's
     /// next look. One thread receives at a time, so arrivals are handled in order.
     fn pump(&self) -> usize {
