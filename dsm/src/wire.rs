@@ -575,8 +575,8 @@ impl<'a> Msg<'a> {
 }
 
 impl<'a> Reply<'a> {
-    /// The encoding of [`Reply::Ack`] (what `encode` appends for it), for a handler that
-    /// grants without building a buffer.
+    /// The encoding of [`Reply::Ack`] (what `encode_head` appends for it), for a handler
+    /// that grants without building a buffer.
     pub(crate) const ACK_BYTES: &'static [u8] = &[tag::ACK];
 
     /// The length of this reply's encoding: its head ([`Reply::encode_head`]) and its tail.

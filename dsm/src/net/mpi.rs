@@ -39,19 +39,19 @@
 //! acknowledgement takes an arrival off MPI itself at every check of its wait, and the
 //! idle service thread one at every 8th (`MpiPort::has_messages`; the next check looks
 //! again after an arrival), so a reply or a request does not wait for the progress
-//! thread's next look. A computing
-//! processor takes arrivals off MPI at its poll points, in the work it counts
-//! (`crate::wait`, "Polling while computing"), and handles them there. While other threads
-//! of the rank look (a poll point within the last 100 us, or a waiter spinning as its
-//! node's poller on a host that is not crowded: `MpiLink::spinners_look`) and the rank's
-//! threads use its cores, the progress thread sleeps `POLL_SLEEP_BEHIND_POLLERS` (500 us)
-//! between looks instead of at most 50 us: each of its wake-ups takes a core from a thread
-//! that needs it. (Waking every 50 us beside a waiter that looked at every check, the two
-//! progress threads of a 2-rank run switched in 11,000 times in 0.4 s of 64-page
-//! releases.) One thread at a time receives. (A send does not wake the progress thread: its sender looks for
-//! the reply itself, and a second thread of the rank spinning on MPI took the cores the
-//! processors needed: SOR 2048 x 2048 x 50 on 2 ranks ran 3-10 times slower, and a
-//! barrier took 70-100 us instead of 6.)
+//! thread's next look. A computing processor takes arrivals off MPI at its poll points,
+//! in the work it counts (`crate::wait`, "Polling while computing"), and handles them
+//! there. While other threads of the rank look (a poll point within the last 100 us, or a
+//! waiter spinning as its node's poller on a host that is not crowded:
+//! `MpiLink::spinners_look`) and the rank's threads use its cores, the progress thread
+//! sleeps `POLL_SLEEP_BEHIND_POLLERS` (500 us) between looks instead of at most 50 us:
+//! each of its wake-ups takes a core from a thread that needs it. (Waking every 50 us
+//! beside a waiter that looked at every check, the two progress threads of a 2-rank run
+//! switched in 11,000 times in 0.4 s of 64-page releases.) One thread at a time
+//! receives. (A send does not wake the progress thread: its sender looks for the reply
+//! itself, and a second thread of the rank spinning on MPI took the cores the processors
+//! needed: SOR 2048 x 2048 x 50 on 2 ranks ran 3-10 times slower, and a barrier took
+//! 70-100 us instead of 6.)
 //!
 //! # Receiving
 //!
@@ -579,20 +579,16 @@ impl MpiLink {
         }
     }
 
-    /// Sends a frame (`[a u16 | b u16 | token u32 | payload]`) to rank `to` with `tag`, as
+    /// Sends a frame (`[a u16 | b u16 | token u32 | head | tail]`: the payload may come in
+    /// two parts, a page reply's header and page) to rank `to` with `tag`, as
     /// [`MpiLink::send_raw`] does, from a buffer of the calling thread's that every send
     /// reuses (a protocol message costs no allocation of its own). The buffer outlives
     /// every read MPI makes of it: `send_static` returns once the send has completed, the
     /// `RefCell` borrow keeps every other use out until then (a send handles nothing, so
     /// it never sends again from within), and a send given up on an abort, which MPI may
     /// still read, leaves its buffer forgotten, never freed or reused.
-    fn send_frame(&self, to: usize, tag: i32, a: u16, b: u16, token: u32, payload: &[u8]) {
-        self.send_frame_split(to, tag, a, b, token, payload, &[]);
-    }
-
-    /// [`MpiLink::send_frame`] with the payload `head` followed by `tail`.
     #[allow(clippy::too_many_arguments)]
-    fn send_frame_split(
+    fn send_frame(
         &self,
         to: usize,
         tag: i32,
@@ -980,7 +976,7 @@ impl MpiLink {
                 });
             }
             tag::REPLY if bytes.len() >= HEADER => {
-                self.land_reply(u16_at(bytes, 0), u32_at(bytes, 4), &bytes[HEADER..]);
+                self.land_reply(u16_at(bytes, 0), u32_at(bytes, 4), &bytes[HEADER..], &[]);
             }
             tag::ACK if bytes.len() >= HEADER => {
                 self.land_ack(from, u16_at(bytes, 0), u32_at(bytes, 4));
@@ -1034,12 +1030,9 @@ impl MpiLink {
         wait::wake_for_message(self.control(), self.node);
     }
 
-    fn land_reply(&self, slot: u16, token: u32, payload: &[u8]) {
-        self.land_reply_split(slot, token, payload, &[]);
-    }
-
-    /// [`MpiLink::land_reply`] with the payload `head` followed by `tail`.
-    fn land_reply_split(&self, slot: u16, token: u32, head: &[u8], tail: &[u8]) {
+    /// Fills mailbox `slot` with the reply `token`, whose payload is `head` followed by
+    /// `tail`, and wakes its waiter if it is parked.
+    fn land_reply(&self, slot: u16, token: u32, head: &[u8], tail: &[u8]) {
         let Some(mb) = self.mailboxes.get(slot as usize) else {
             return;
         };
@@ -1225,7 +1218,7 @@ impl Transport for MpiPort {
                 payload: Payload::new(payload),
             });
         } else {
-            link.send_frame(rank, tag::MESSAGE, kind, slot, token, payload);
+            link.send_frame(rank, tag::MESSAGE, kind, slot, token, payload, &[]);
         }
         link.count_sent(HEADER + payload.len());
         Ok(true)
@@ -1280,12 +1273,12 @@ impl Transport for MpiPort {
     /// far more than a look at a ring. One arrival, so that the service handles it before
     /// the next receive is posted (which costs about as much as the look); after one, the
     /// next call looks again, for the message that often follows (a release, then the
-    /// next acquire). Then whether the inbox holds messages that no
-    /// thread is handling: while one polls, the answer is "no", and that thread rings for
-    /// what it leaves ([`MpiPort::poll`]). (Answering "yes" while another thread polls,
-    /// as the rings do, kept the service thread going round its loop for as long as a
-    /// processor polled, and a processor polls while it sends a page, until its receiver
-    /// takes it: 51,000 to 58,000 rounds in a SOR run of 0.2 to 0.5 s.)
+    /// next acquire). Then whether the inbox holds messages that no thread is handling:
+    /// while one polls, the answer is "no", and that thread rings for what it leaves
+    /// ([`MpiPort::poll`]). (Answering "yes" while another thread polls, as the rings do,
+    /// kept the service thread going round its loop for as long as a processor polled,
+    /// and a processor polls while it sends a page, until its receiver takes it: 51,000
+    /// to 58,000 rounds in a SOR run of 0.2 to 0.5 s.)
     fn has_messages(&self) -> bool {
         let link = &self.link;
         if link.asked.fetch_add(1, Ordering::Relaxed) % HAS_MESSAGES_PUMP == 0
@@ -1334,9 +1327,9 @@ impl Transport for MpiPort {
             });
         }
         if to.index() == link.node {
-            link.land_reply_split(slot, token, head, tail);
+            link.land_reply(slot, token, head, tail);
         } else {
-            link.send_frame_split(to.index(), tag::REPLY, slot, 0, token, head, tail);
+            link.send_frame(to.index(), tag::REPLY, slot, 0, token, head, tail);
         }
         link.count_sent(HEADER + len);
         Ok(())
@@ -1371,7 +1364,7 @@ impl Transport for MpiPort {
         if to.index() == link.node {
             link.land_ack(link.node, slot, token);
         } else {
-            link.send_frame(to.index(), tag::ACK, slot, 0, token, &[]);
+            link.send_frame(to.index(), tag::ACK, slot, 0, token, &[], &[]);
         }
         link.count_sent(HEADER);
         Ok(())

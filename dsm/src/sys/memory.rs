@@ -235,16 +235,6 @@ pub fn protect(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
 /// mappings), the whole mapping is advised back to one area and the error returned.
 pub fn one_area_per_page(addr: usize, len: usize, mapped: usize, page: usize) -> io::Result<()> {
     let end = addr + len;
-    let advise = |at: usize, len: usize, advice: libc::c_int| {
-        // SAFETY: advice about read-ahead changes no byte and no protection of the range,
-        // which lies inside the caller's mapping.
-        let rc = unsafe { libc::madvise(at as *mut libc::c_void, len, advice) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
     let split = || -> io::Result<()> {
         let mut at = addr + page;
         while at < end {
@@ -261,6 +251,25 @@ pub fn one_area_per_page(addr: usize, len: usize, mapped: usize, page: usize) ->
     split().inspect_err(|_| {
         let _ = advise(addr, mapped, libc::MADV_NORMAL);
     })
+}
+
+/// `madvise(addr, len, advice)` on memory of this process, for an advice that changes no
+/// byte and no protection: read-ahead advice (`MADV_NORMAL`, `MADV_RANDOM`) and
+/// `MADV_POPULATE_WRITE`, which only faults pages in (a range not mapped read-write
+/// fails with an error).
+fn advise(addr: usize, len: usize, advice: libc::c_int) -> io::Result<()> {
+    debug_assert!(
+        [libc::MADV_NORMAL, libc::MADV_RANDOM, MADV_POPULATE_WRITE].contains(&advice),
+        "advice {advice} may change memory"
+    );
+    // SAFETY: the advice is one of those above, which change no byte and no protection,
+    // so no memory Rust can see changes under it.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// `MADV_POPULATE_WRITE` (Linux 5.14), not in the libc crate.
@@ -290,14 +299,7 @@ pub fn populate_shared(addr: usize, len: usize, prot: Prot) -> io::Result<()> {
 /// writes would, without changing any byte (`MADV_POPULATE_WRITE`): pages not there yet
 /// are allocated zero-filled.
 pub(super) fn populate_writable(addr: usize, len: usize) -> io::Result<()> {
-    // SAFETY: populating only faults pages in and never changes a byte; a range that is
-    // not mapped read-write fails with an error.
-    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    advise(addr, len, MADV_POPULATE_WRITE)
 }
 
 /// The kernel's limit on mappings per process.
