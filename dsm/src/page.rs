@@ -22,7 +22,8 @@
 //!   already have flushed the page itself (then `excl_at` is unset and no grant is made).
 //! * Elsewhere: `excl_at` unset and no recall; an exclusive page (this node is the only
 //!   sharer, the home recorded it) is writable with no twin and not dirty; any other page
-//!   is writable exactly when a twin exists and the page is dirty; never "writing".
+//!   is writable exactly when a twin exists and the page is dirty; `home_writing` there
+//!   is only CSM-None-Mg's cached copy of the home's bit (2.3.5), never this node's own.
 //! * A page this node is migrating to itself (the hint's `PENDING` bit) is locked by the
 //!   processor that asked for it.
 //! * First touch after initialization: only the home may give a page away to its first

@@ -361,7 +361,7 @@ impl Node {
         st.sharers = sharers.with(self.id);
         st.home_writing = false;
         if st.access == Access::Write {
-            unreachable!("a node migrates a page home only from a write fault");
+            unreachable!("a node takes a page's home only while it cannot write the page");
         }
         if st.access == Access::Invalid {
             self.protector.set(p, Access::Read);

@@ -2,11 +2,11 @@
 //! it: every decision that differs between the two lives here, and the rest of the engine
 //! asks these methods.
 //!
-//! * Replicated directory (CSM-DMS, -MS, -ADB, section 2.3.1 "Metadata"): the page's
+//! * Replicated directory (CSM-DMS, -MS, -MS-Mg, -ADB, section 2.3.1 "Metadata"): the page's
 //!   sharing set, home and home-writing bit are replicated on every node by broadcast
 //!   remote writes (`crate::directory`); write notices are remote-written into each
 //!   target's notice buffer.
-//! * Home-held (CSM-S, -None and the -Mg variants, 2.3.2-2.3.3): the home keeps the page's
+//! * Home-held (CSM-S, -None and -None-Mg, 2.3.2-2.3.3): the home keeps the page's
 //!   sharing set; a fetch joins it, a drop leaves it by message, a diff's acknowledgement
 //!   returns it with the home-writing bit, and write notices travel as messages.
 
