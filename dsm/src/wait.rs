@@ -642,11 +642,11 @@ impl<'a> Seam<'a> {
             // that is no stall, so it is never reported.
             if !reported && what != WaitFor::Messages && parked_since.elapsed() >= STALL_REPORT {
                 reported = true;
-                eprintln!(
-                    "cashmere: a thread of node {} has waited {} s for {what}",
+                sys::report(format_args!(
+                    "a thread of node {} has waited {} s for {what}",
                     self.node,
                     parked_since.elapsed().as_secs()
-                );
+                ));
             }
         }
     }

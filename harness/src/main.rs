@@ -70,7 +70,7 @@ fn main() {
     dsm::host::default_sigpipe();
     let cli = Cli::parse();
     if let Err(e) = dsm::host::check_environment() {
-        eprintln!("cashmere: {e}");
+        dsm::host::report(e);
         std::process::exit(1);
     }
     let outcome = match cli.command {
@@ -88,7 +88,7 @@ fn main() {
     if let Err(e) = outcome {
         // Under MPI rank 0 reports for the job; the other ranks end with the same status.
         if dsm::host::mpi_rank().is_none_or(|r| r == 0) {
-            eprintln!("cashmere: {}", error_text(&e));
+            dsm::host::report(error_text(&e));
         }
         std::process::exit(1);
     }
@@ -106,7 +106,7 @@ fn write_out(args: std::fmt::Arguments<'_>) {
 
 /// Ends the command on a failed write of its output.
 fn stdout_failed(e: &std::io::Error) -> ! {
-    eprintln!("cashmere: cannot write standard output: {e}");
+    dsm::host::report(format_args!("cannot write standard output: {e}"));
     std::process::exit(1);
 }
 

@@ -248,7 +248,7 @@ pub fn cpu_scale(app: &dyn App, platform: &Platform) -> anyhow::Result<Scale> {
     let file = cache_file();
     let may_measure = !dsm::host::is_node_process();
     scale_of(app, platform, file.as_deref(), may_measure, &mut |line| {
-        eprintln!("cashmere: {line}")
+        dsm::host::report(line)
     })
 }
 
@@ -402,7 +402,7 @@ pub fn sequential_cpu(
     let may_measure = !dsm::host::is_node_process();
     let flush = platform.flush_denormals;
     cpu_time(app, params, file.as_deref(), may_measure, first, false, flush, &mut |line| {
-        eprintln!("cashmere: {line}")
+        dsm::host::report(line)
     })
 }
 

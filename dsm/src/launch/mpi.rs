@@ -28,6 +28,7 @@ use super::{
 use crate::control::{node_state, AbortOrigin};
 use crate::net::mpi::{self, MpiLink};
 use crate::net::Fabric;
+use crate::sys;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -167,6 +168,6 @@ fn finish_other_rank(
         let cause = link.rank_0_silence();
         fabric.control().fail(0, &cause);
     }
-    eprintln!("cashmere: {}", failure_report(fabric, None));
+    sys::report(failure_report(fabric, None));
     mpi::abort_job()
 }

@@ -11,7 +11,8 @@
 //!   the host's memory limits.
 //! * `futex`: futex wait and wake on words in shared memory.
 //! * `signals`: the SIGSEGV/SIGBUS fault handler and its registered ranges, alternate
-//!   signal stacks, the measured cost of a fault, SIGPIPE's disposition.
+//!   signal stacks, the measured cost of a fault, SIGPIPE's disposition, lines to standard
+//!   error written whole.
 //! * `userfaultfd` (cargo feature `userfaultfd`): heap views registered with userfaultfd.
 //! * `processes`: node processes (spawn, wait, kill, pidfds), signals to processes, exit
 //!   hooks.
@@ -53,7 +54,7 @@ pub use processes::{
 pub use slab::{Slab, Slot};
 pub use signals::{
     default_sigpipe, drop_alt_stack, ensure_alt_stack, fatal, fault_delivery_ns,
-    fault_round_trips_ns, fault_round_trips_within_ns, register_fault_range,
+    fault_round_trips_ns, fault_round_trips_within_ns, register_fault_range, report,
     take_fault_delivered, FaultAccess,
 };
 #[cfg(feature = "userfaultfd")]

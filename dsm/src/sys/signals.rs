@@ -303,15 +303,31 @@ fn chain_to_previous(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut li
     }
 }
 
-/// Writes a message to standard error without allocating, then aborts: for the fault
-/// handler, which must never unwind.
+/// Writes a message and a newline to standard error in one call, without allocating, then
+/// aborts: for the fault handler, which must never unwind.
 pub fn fatal(msg: &str) -> ! {
-    // SAFETY: msg is a valid buffer; write(2) is async-signal-safe.
+    let parts = [
+        libc::iovec { iov_base: msg.as_ptr().cast_mut().cast(), iov_len: msg.len() },
+        libc::iovec { iov_base: b"\n".as_ptr().cast_mut().cast(), iov_len: 1 },
+    ];
+    // SAFETY: both iovecs point into live buffers of their stated lengths, which writev
+    // only reads; writev(2) and abort(3) are async-signal-safe.
     unsafe {
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        libc::write(2, b"\n".as_ptr().cast(), 1);
+        libc::writev(2, parts.as_ptr(), 2);
         libc::abort();
     }
+}
+
+/// Writes `cashmere: {what}` and a newline to standard error in one write.
+///
+/// Rust's standard error is unbuffered, so `eprintln!` writes a formatted line piece by
+/// piece; under `mpirun` every rank's standard error and mpirun's own messages share one
+/// stream, and a piece of another message could land inside the line. One write of a line
+/// shorter than a pipe's atomic size (4 KiB) arrives whole.
+pub fn report(what: impl std::fmt::Display) {
+    let line = format!("cashmere: {what}\n");
+    // Nothing is left to tell the user that standard error failed.
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
 }
 
 /// Size of the per-thread alternate signal stack: the fault handler runs protocol code
