@@ -17,6 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Counters {
     /// Pages fetched from their home.
     pub page_transfers: u64,
+    /// Requests for a page sent to its home (fetches, with or without a migration request,
+    /// and a recaller's flush with its fetch), one round trip each: more than
+    /// `page_transfers` by those answered without the page (a redirect to the page's new
+    /// home, a holder to recall the page from, a refused migration of a node whose copy
+    /// was valid).
+    pub page_requests: u64,
     /// Pages invalidated because of write notices.
     pub invalidations: u64,
     pub twins: u64,
@@ -119,6 +125,7 @@ macro_rules! node_counters {
 
 node_counters!(
     page_transfers,
+    page_requests,
     invalidations,
     twins,
     diffs,

@@ -12,7 +12,7 @@
 //! | kind | message       | payload                                                     |
 //! |------|---------------|-------------------------------------------------------------|
 //! | 10   | `HomeQuery`   | page u32                                                    |
-//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8               |
+//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8, needs_page u8|
 //! | 12   | `Diff`        | page u32, n u32, n word runs (`crate::diff`): offset u32,   |
 //! |      |               | words u32 (bit 31: masked), [words mask bytes], words × 8   |
 //! | 13   | `Drop`        | page u32                                                    |
@@ -189,11 +189,15 @@ pub(crate) enum Msg<'a> {
     /// With `rehome`, this is the sender's first touch of the page since the program's
     /// initialization ended: the home moves to the sender if no node has touched the page
     /// since then (first touch after initialization, section 2.3.1; `engine/home.rs`).
+    /// `needs_page`: the sender holds no valid copy, so a home that refuses to move sends
+    /// the page all the same (the migration request rides on the page update, 2.3.5);
+    /// without it a refusal is a [`Reply::Refused`].
     Fetch {
         page: PageId,
         migrate: bool,
         exclusive: bool,
         rehome: bool,
+        needs_page: bool,
     },
     /// A diff for the master copy, sent at a release (section 2.2) when data does not live
     /// in network space (section 2.3.2): runs of changed words (see [`DiffRuns`]).
@@ -249,7 +253,9 @@ pub(crate) enum Reply<'a> {
     /// The page's master copy (answers [`Msg::Fetch`], section 2.2). `migrated`: the home
     /// moved to the receiver, which is the new home: by a migration (section 2.3.5), or
     /// (`rehomed`) because the receiver is the first to touch the page since initialization
-    /// ended (section 2.3.1).
+    /// ended (section 2.3.1). A migration the home refused while the receiver has no
+    /// valid copy is answered with the page too, `migrated` false and `meta.home_writing`
+    /// true.
     Page {
         data: &'a [u8],
         meta: Piggyback,
@@ -487,11 +493,13 @@ impl<'a> Msg<'a> {
                 migrate,
                 exclusive,
                 rehome,
+                needs_page,
             } => {
                 put_u32(out, page.0);
                 out.push(u8::from(migrate));
                 out.push(u8::from(exclusive));
                 out.push(u8::from(rehome));
+                out.push(u8::from(needs_page));
             }
             Msg::Flush {
                 page,
@@ -537,6 +545,7 @@ impl<'a> Msg<'a> {
                 migrate: r.flag("migrate")?,
                 exclusive: r.flag("exclusive")?,
                 rehome: r.flag("rehome")?,
+                needs_page: r.flag("needs_page")?,
             },
             kind::RECALL => Msg::Recall { page: r.page()? },
             kind::FLUSH => {
@@ -979,6 +988,7 @@ mod tests {
                 migrate: true,
                 exclusive: false,
                 rehome: false,
+                needs_page: true,
             },
             kind::DIFF => Msg::Diff {
                 page,
@@ -1140,7 +1150,7 @@ mod tests {
     #[derive(Clone, Debug)]
     enum OwnedMsg {
         HomeQuery(u32),
-        Fetch(u32, bool, bool, bool),
+        Fetch(u32, bool, bool, bool, bool),
         Diff(u32, Vec<OwnedRun>),
         Recall(u32),
         Flush(u32, u16, bool, Vec<u8>),
@@ -1159,11 +1169,12 @@ mod tests {
         fn view<'a>(&'a self, buf: &'a mut Vec<u8>) -> Msg<'a> {
             match self {
                 OwnedMsg::HomeQuery(p) => Msg::HomeQuery { page: PageId(*p) },
-                OwnedMsg::Fetch(p, migrate, exclusive, rehome) => Msg::Fetch {
+                OwnedMsg::Fetch(p, migrate, exclusive, rehome, needs_page) => Msg::Fetch {
                     page: PageId(*p),
                     migrate: *migrate,
                     exclusive: *exclusive,
                     rehome: *rehome,
+                    needs_page: *needs_page,
                 },
                 OwnedMsg::Recall(p) => Msg::Recall { page: PageId(*p) },
                 OwnedMsg::Flush(p, holder, fetch, data) => Msg::Flush {
@@ -1211,8 +1222,8 @@ mod tests {
         );
         prop_oneof![
             any::<u32>().prop_map(OwnedMsg::HomeQuery),
-            (any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>())
-                .prop_map(|(p, m, x, r)| OwnedMsg::Fetch(p, m, x, r)),
+            (any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>())
+                .prop_map(|(p, m, x, r, n)| OwnedMsg::Fetch(p, m, x, r, n)),
             any::<u32>().prop_map(OwnedMsg::Recall),
             (
                 any::<u32>(),
@@ -1368,9 +1379,10 @@ mod tests {
                     migrate: true,
                     exclusive: false,
                     rehome: true,
+                    needs_page: true,
                 },
                 11,
-                &[4, 3, 2, 1, 1, 0, 1],
+                &[4, 3, 2, 1, 1, 0, 1, 1],
             ),
             (Msg::Recall { page: PageId(7) }, 15, &[7, 0, 0, 0]),
             (

@@ -685,8 +685,10 @@ fn migration_races_a_fetch_and_a_diff() {
 /// sharing set. The home, P's only sharer again, writes P once more: P goes exclusive,
 /// which no release downgrades, so the home is still writing P after it sets the next
 /// flag. Node 1 then write-faults P, trusts its stale entry and asks the home to move: the
-/// home refuses, and node 1 fetches P as a plain writer. Under CSM-MS-Mg the replicated
-/// directory shows the home's bit, so the same program asks nothing.
+/// home refuses and, since node 1 has no valid copy, sends P with the refusal (the request
+/// rides on the page update, 2.3.5), so node 1 writes P as a plain writer after one round
+/// trip. Under CSM-MS-Mg the replicated directory shows the home's bit, so the same
+/// program asks nothing.
 #[test]
 fn a_stale_cached_entry_makes_a_refused_migration() {
     for case in cases_of(&[CSM_NONE_MG, CSM_MS_MG]) {
@@ -735,6 +737,12 @@ fn a_stale_cached_entry_makes_a_refused_migration() {
             );
             assert_eq!(writer.invalidations, 1, "{what}: {writer:?}");
             assert_eq!(writer.migrations, 0, "{what}: {writer:?}");
+            // The read and the write fault: one request each, each bringing the page.
+            assert_eq!(
+                (writer.page_requests, writer.page_transfers),
+                (2, 2),
+                "{what}: {writer:?}"
+            );
             if case.proto == CSM_NONE_MG {
                 assert_eq!(
                     writer.migration_attempts, 1,

@@ -664,8 +664,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         );
     }
     outln!(
-        "  page transfers {}, invalidations {}, twins {}, diffs {} ({} bytes in {} word runs), write notices {}, messages {}, broadcasts {}",
-        c.page_transfers, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.diff_runs, c.write_notices, c.messages, c.broadcasts
+        "  page transfers {} ({} requests), invalidations {}, twins {}, diffs {} ({} bytes in {} word runs), write notices {}, messages {}, broadcasts {}",
+        c.page_transfers, c.page_requests, c.invalidations, c.twins, c.diffs, c.diff_bytes, c.diff_runs, c.write_notices, c.messages, c.broadcasts
     );
     outln!(
         "  migrations {} ({} attempts), homes moved to their first toucher after initialization {}, redirects {}, pages broadcast {} / broadcast hits {}, notice overflows {}, deferred messages {}, stale drops {}",

@@ -254,9 +254,11 @@ impl Node {
                     migrate,
                     exclusive,
                     rehome,
+                    needs_page: need_data,
                 },
             };
             let reply = self.call(home, &msg, &mut out);
+            NodeCounters::bump(&self.counters.page_requests);
             // A granted migration turns the pending mark into this node's home in one
             // store (`become_home`); clearing it first would let a handler, for an
             // instant, redirect a request for the page back to the old home.
@@ -316,7 +318,13 @@ impl Node {
                 }
                 Reply::Refused { meta } => {
                     // The home keeps the page: it is writing it, so it has touched it
-                    // since initialization too.
+                    // since initialization too. It refuses with no page only a request
+                    // that needs none (otherwise the page comes with the refusal).
+                    assert!(
+                        !need_data,
+                        "{}: {p} refused without the page this node lacks",
+                        self.id
+                    );
                     st.home_writing = meta.home_writing;
                     migrate = false;
                     rehome = false;

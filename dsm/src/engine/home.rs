@@ -26,7 +26,10 @@
 //!   home is writing the page. CSM-MS-Mg reads the replicated directory; CSM-None-Mg reads
 //!   its locally cached entry, refreshed by what homes piggyback on fetch replies and diff
 //!   acknowledgements, so a stale entry makes a useless request that the home refuses: the
-//!   paper counts those attempts, and so do we. The home grants unless it is writing the
+//!   paper counts those attempts, and so do we. The request rides on the fault's page
+//!   update ("the transfer of data occurs as part of the corresponding page update
+//!   operation", 2.3.5): a node without a valid copy gets the page with a refusal, in the
+//!   one round trip (`Msg::Fetch`'s `needs_page`). The home grants unless it is writing the
 //!   page (checked under its page lock), sends the master copy along (so the new home's
 //!   copy holds every diff applied so far), and publishes the move: by broadcast under the
 //!   replicated directory, and by redirecting later requests under the home-held one.

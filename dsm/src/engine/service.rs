@@ -294,6 +294,7 @@ impl Node {
                 migrate,
                 exclusive,
                 rehome,
+                needs_page,
             } => {
                 let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
                 else {
@@ -321,7 +322,7 @@ impl Node {
                         exclusive,
                         rehome,
                     };
-                    self.serve_fetch(page, &mut st, from, want, &answer);
+                    self.serve_fetch(page, &mut st, from, want, needs_page, &answer);
                 }
                 Outcome::Done
             }
@@ -430,7 +431,7 @@ impl Node {
                         self.id
                     );
                     st.recalling = false;
-                    self.serve_fetch(p, &mut st, from, Want::default(), &answer);
+                    self.serve_fetch(p, &mut st, from, Want::default(), true, &answer);
                 } else {
                     st.check(self.id);
                     answer(&Reply::Ack);
@@ -519,27 +520,35 @@ impl Node {
     /// first touch since initialization and no node has touched the page since (section
     /// 2.3.1, `home.rs`), or if it asks to migrate and this node is not writing the page
     /// (section 2.3.5); or letting it hold the page exclusively if it asks and will be the
-    /// only sharer (module doc). No other node holds the page exclusively.
+    /// only sharer (module doc). No other node holds the page exclusively. A migration
+    /// refused while the home writes the page is answered with the page if the requester
+    /// `needs_page` (the request rode on its page update, 2.3.5), else with `Refused`.
     fn serve_fetch(
         &self,
         p: PageId,
         st: &mut PageGuard<'_>,
         from: NodeId,
         want: Want,
+        needs_page: bool,
         answer: &dyn Fn(&Reply<'_>),
     ) {
         debug_assert_eq!(st.excl_at, None);
         let Want {
-            migrate,
+            mut migrate,
             exclusive,
             rehome,
         } = want;
         let rehome = rehome && std::mem::take(&mut st.rehome_grant);
         if !rehome && migrate && st.home_writing {
-            answer(&Reply::Refused {
-                meta: self.piggyback(p, st),
-            });
-            return;
+            if !needs_page {
+                answer(&Reply::Refused {
+                    meta: self.piggyback(p, st),
+                });
+                return;
+            }
+            // Served as the plain fetch the requester would send next; the piggybacked
+            // `home_writing` tells it why the home stayed.
+            migrate = false;
         }
         if st.exclusive {
             // Downgrade before copying, so every later write here faults and is noticed.
