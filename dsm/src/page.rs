@@ -89,6 +89,13 @@ pub(crate) struct PageState {
     /// Elsewhere: this node has not touched the page since initialization ended; its
     /// first fault asks the home to move here.
     pub rehome_ask: bool,
+    /// The master copy's version. At the home it grows whenever the master copy may
+    /// change: a diff or flush applied, the home starting and stopping to write it (so a
+    /// copy served while the home wrote is older than the master after). A copy fetched
+    /// here keeps the version its reply carried, and the home moves with it. So a valid
+    /// copy whose version equals the master's holds the master's bytes, and a migration
+    /// granted to it sends no page (`Reply::Granted`, 2.3.5).
+    pub version: u32,
 }
 
 /// Every field; of the twin, only whether there is one.
@@ -107,6 +114,7 @@ impl std::fmt::Debug for PageState {
             .field("recalling", &self.recalling)
             .field("rehome_grant", &self.rehome_grant)
             .field("rehome_ask", &self.rehome_ask)
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -126,7 +134,13 @@ impl PageState {
             recalling: false,
             rehome_grant: false,
             rehome_ask: false,
+            version: 0,
         }
+    }
+
+    /// At the home: the master copy may change (or may have changed) from here on.
+    pub fn master_changes(&mut self) {
+        self.version = self.version.wrapping_add(1);
     }
 
     /// True if `me` is the page's home.

@@ -20,8 +20,8 @@ pub struct Counters {
     /// Requests for a page sent to its home (fetches, with or without a migration request,
     /// and a recaller's flush with its fetch), one round trip each: more than
     /// `page_transfers` by those answered without the page (a redirect to the page's new
-    /// home, a holder to recall the page from, a refused migration of a node whose copy
-    /// was valid).
+    /// home, a holder to recall the page from, a migration refused to, or granted to, a
+    /// node whose valid copy needs no page).
     pub page_requests: u64,
     /// Pages invalidated because of write notices.
     pub invalidations: u64,

@@ -12,7 +12,8 @@
 //! | kind | message       | payload                                                     |
 //! |------|---------------|-------------------------------------------------------------|
 //! | 10   | `HomeQuery`   | page u32                                                    |
-//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8, needs_page u8|
+//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8, needs_page u8,|
+//! |      |               | version u32, check u64                                      |
 //! | 12   | `Diff`        | page u32, n u32, n word runs (`crate::diff`): offset u32,   |
 //! |      |               | words u32 (bit 31: masked), [words mask bytes], words × 8   |
 //! | 13   | `Drop`        | page u32                                                    |
@@ -31,7 +32,8 @@
 //! | message       | sent as                                | answered by                |
 //! |---------------|----------------------------------------|----------------------------|
 //! | `HomeQuery`   | request, to the page's manager         | `Home`                     |
-//! | `Fetch`       | request, to the home                   | `Page`, `Refused`, `Moved`,|
+//! | `Fetch`       | request, to the home                   | `Page`, `Granted`,         |
+//! |               |                                        | `Refused`, `Moved`,        |
 //! |               |                                        | `Holder`                   |
 //! | `Diff`        | request, to the home                   | `DiffAck`, `Moved`         |
 //! | `Drop`        | one-way, to the home                   | (nothing)                  |
@@ -53,14 +55,15 @@
 //! |-----|-----------|---------------------------------------------------------------|
 //! | 0   | `Ack`     | nothing                                                       |
 //! | 1   | `Home`    | home u16                                                      |
-//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, rehomed u8,        |
-//! |     |           | exclusive u8,                                                 |
+//! | 2   | `Page`    | sharers u64, home_writing u8, version u32, migrated u8,       |
+//! |     |           | rehomed u8, exclusive u8,                                     |
 //! |     |           | n u32, n bytes                                                |
-//! | 3   | `Refused` | sharers u64, home_writing u8                                  |
-//! | 4   | `DiffAck` | sharers u64, home_writing u8                                  |
+//! | 3   | `Refused` | sharers u64, home_writing u8, version u32                     |
+//! | 4   | `DiffAck` | sharers u64, home_writing u8, version u32                     |
 //! | 5   | `Moved`   | home u16                                                      |
 //! | 6   | `Holder`  | holder u16                                                    |
 //! | 7   | `Flushed` | n u32, n bytes                                                |
+//! | 8   | `Granted` | sharers u64, home_writing u8, version u32                     |
 //!
 //! Flag bytes are 0 or 1. Every variable-length part carries its count, so a record cut
 //! short anywhere is reported as truncated instead of read as a shorter valid record, and a
@@ -107,6 +110,7 @@ mod tag {
     pub(super) const MOVED: u8 = 5;
     pub(super) const HOLDER: u8 = 6;
     pub(super) const FLUSHED: u8 = 7;
+    pub(super) const GRANTED: u8 = 8;
 }
 
 /// Bytes a `Diff` message spends before its first run: the page and the run count.
@@ -115,8 +119,9 @@ const DIFF_HEADER_BYTES: usize = 8;
 const RUN_HEADER_BYTES: usize = crate::diff::RUN_HEADER_BYTES;
 /// Bytes a `Page` reply spends before the page data.
 const PAGE_REPLY_HEADER_BYTES: usize = 1 + PIGGYBACK_BYTES + 1 + 1 + 1 + 4;
-/// Bytes of a [`Piggyback`]: the sharing set (u64) and the home-writing flag.
-const PIGGYBACK_BYTES: usize = 8 + 1;
+/// Bytes of a [`Piggyback`]: the sharing set (u64), the home-writing flag and the
+/// version (u32).
+const PIGGYBACK_BYTES: usize = 8 + 1 + 4;
 
 /// The largest coherence page (`Config::validate` refuses larger ones): a `Page` reply
 /// carries a whole page in one message.
@@ -191,13 +196,18 @@ pub(crate) enum Msg<'a> {
     /// since then (first touch after initialization, section 2.3.1; `engine/home.rs`).
     /// `needs_page`: the sender holds no valid copy, so a home that refuses to move sends
     /// the page all the same (the migration request rides on the page update, 2.3.5);
-    /// without it a refusal is a [`Reply::Refused`].
+    /// without it a refusal is a [`Reply::Refused`], and a grant to a copy whose
+    /// `version` is the master's is a [`Reply::Granted`], with no page. `check`: in a
+    /// build with debug assertions, a hash of that copy, which such a home checks against
+    /// the master's (0: unchecked).
     Fetch {
         page: PageId,
         migrate: bool,
         exclusive: bool,
         rehome: bool,
         needs_page: bool,
+        version: u32,
+        check: u64,
     },
     /// A diff for the master copy, sent at a release (section 2.2) when data does not live
     /// in network space (section 2.3.2): runs of changed words (see [`DiffRuns`]).
@@ -236,11 +246,13 @@ pub(crate) enum Msg<'a> {
 }
 
 /// Directory information a home piggybacks on its replies (section 2.3.3): the sharing set
-/// and whether the home is writing the page (which decides migration, section 2.3.5).
+/// and whether the home is writing the page (which decides migration, section 2.3.5), and
+/// the master copy's version (`crate::page::PageState::version`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Piggyback {
     pub sharers: NodeSet,
     pub home_writing: bool,
+    pub version: u32,
 }
 
 /// A reply, carried in the requester's mailbox.
@@ -267,6 +279,10 @@ pub(crate) enum Reply<'a> {
     /// A migration request that was refused because the home is writing the page (section
     /// 2.3.5). No data: the requester already has a valid copy.
     Refused { meta: Piggyback },
+    /// A migration granted to a requester whose valid copy has the master's version
+    /// (section 2.3.5): the receiver is the new home, and its copy is the master copy, so
+    /// no page travels.
+    Granted { meta: Piggyback },
     /// The diff is applied; the sharing set rides along so the sender knows where to send
     /// write notices (section 2.3.3).
     DiffAck { meta: Piggyback },
@@ -494,12 +510,16 @@ impl<'a> Msg<'a> {
                 exclusive,
                 rehome,
                 needs_page,
+                version,
+                check,
             } => {
                 put_u32(out, page.0);
                 out.push(u8::from(migrate));
                 out.push(u8::from(exclusive));
                 out.push(u8::from(rehome));
                 out.push(u8::from(needs_page));
+                put_u32(out, version);
+                out.extend_from_slice(&check.to_le_bytes());
             }
             Msg::Flush {
                 page,
@@ -546,6 +566,8 @@ impl<'a> Msg<'a> {
                 exclusive: r.flag("exclusive")?,
                 rehome: r.flag("rehome")?,
                 needs_page: r.flag("needs_page")?,
+                version: r.u32()?,
+                check: r.u64()?,
             },
             kind::RECALL => Msg::Recall { page: r.page()? },
             kind::FLUSH => {
@@ -594,7 +616,9 @@ impl<'a> Reply<'a> {
             Reply::Ack => 1,
             Reply::Home { .. } | Reply::Moved { .. } | Reply::Holder { .. } => 3,
             Reply::Page { data, .. } => PAGE_REPLY_HEADER_BYTES + data.len(),
-            Reply::Refused { .. } | Reply::DiffAck { .. } => 1 + PIGGYBACK_BYTES,
+            Reply::Refused { .. } | Reply::DiffAck { .. } | Reply::Granted { .. } => {
+                1 + PIGGYBACK_BYTES
+            }
             Reply::Flushed { data } => 5 + data.len(),
         }
     }
@@ -657,6 +681,10 @@ impl<'a> Reply<'a> {
                 out.push(tag::DIFF_ACK);
                 put_piggyback(out, meta);
             }
+            Reply::Granted { meta } => {
+                out.push(tag::GRANTED);
+                put_piggyback(out, meta);
+            }
             Reply::Moved { home } => {
                 out.push(tag::MOVED);
                 out.extend_from_slice(&home.0.to_le_bytes());
@@ -688,6 +716,7 @@ impl<'a> Reply<'a> {
             tag::MOVED => "Moved reply",
             tag::HOLDER => "Holder reply",
             tag::FLUSHED => "Flushed reply",
+            tag::GRANTED => "Granted reply",
             _ => return Err(DecodeError::UnknownReplyTag(t)),
         };
         let reply = match t {
@@ -718,6 +747,9 @@ impl<'a> Reply<'a> {
                 meta: r.piggyback()?,
             },
             tag::DIFF_ACK => Reply::DiffAck {
+                meta: r.piggyback()?,
+            },
+            tag::GRANTED => Reply::Granted {
                 meta: r.piggyback()?,
             },
             _ => Reply::Moved { home: r.node()? },
@@ -828,6 +860,7 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
 fn put_piggyback(out: &mut Vec<u8>, meta: Piggyback) {
     out.extend_from_slice(&meta.sharers.bits().to_le_bytes());
     out.push(u8::from(meta.home_writing));
+    put_u32(out, meta.version);
 }
 
 /// Reads a record front to back, turning every short read into [`DecodeError::Truncated`]
@@ -902,6 +935,7 @@ impl<'a> Reader<'a> {
         Ok(Piggyback {
             sharers: NodeSet::from_bits(self.u64()?),
             home_writing: self.flag("home_writing")?,
+            version: self.u32()?,
         })
     }
 
@@ -989,6 +1023,8 @@ mod tests {
                 exclusive: false,
                 rehome: false,
                 needs_page: true,
+                version: 0,
+                check: 0,
             },
             kind::DIFF => Msg::Diff {
                 page,
@@ -1029,6 +1065,7 @@ mod tests {
         let meta = Piggyback {
             sharers: NodeSet::from_bits(0b101),
             home_writing: true,
+            version: 3,
         };
         let node = NodeId::from_usize(1);
         match t {
@@ -1046,6 +1083,7 @@ mod tests {
             tag::MOVED => Reply::Moved { home: node },
             tag::HOLDER => Reply::Holder { holder: node },
             tag::FLUSHED => Reply::Flushed { data: &[] },
+            tag::GRANTED => Reply::Granted { meta },
             _ => panic!("reply tag {t} decodes but has no sample here: add one"),
         }
     }
@@ -1150,7 +1188,7 @@ mod tests {
     #[derive(Clone, Debug)]
     enum OwnedMsg {
         HomeQuery(u32),
-        Fetch(u32, bool, bool, bool, bool),
+        Fetch(u32, [bool; 4], u32, u64),
         Diff(u32, Vec<OwnedRun>),
         Recall(u32),
         Flush(u32, u16, bool, Vec<u8>),
@@ -1169,13 +1207,17 @@ mod tests {
         fn view<'a>(&'a self, buf: &'a mut Vec<u8>) -> Msg<'a> {
             match self {
                 OwnedMsg::HomeQuery(p) => Msg::HomeQuery { page: PageId(*p) },
-                OwnedMsg::Fetch(p, migrate, exclusive, rehome, needs_page) => Msg::Fetch {
-                    page: PageId(*p),
-                    migrate: *migrate,
-                    exclusive: *exclusive,
-                    rehome: *rehome,
-                    needs_page: *needs_page,
-                },
+                OwnedMsg::Fetch(p, [migrate, exclusive, rehome, needs_page], version, check) => {
+                    Msg::Fetch {
+                        page: PageId(*p),
+                        migrate: *migrate,
+                        exclusive: *exclusive,
+                        rehome: *rehome,
+                        needs_page: *needs_page,
+                        version: *version,
+                        check: *check,
+                    }
+                }
                 OwnedMsg::Recall(p) => Msg::Recall { page: PageId(*p) },
                 OwnedMsg::Flush(p, holder, fetch, data) => Msg::Flush {
                     page: PageId(*p),
@@ -1222,8 +1264,8 @@ mod tests {
         );
         prop_oneof![
             any::<u32>().prop_map(OwnedMsg::HomeQuery),
-            (any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>())
-                .prop_map(|(p, m, x, r, n)| OwnedMsg::Fetch(p, m, x, r, n)),
+            (any::<u32>(), any::<[bool; 4]>(), any::<u32>(), any::<u64>())
+                .prop_map(|(p, f, v, c)| OwnedMsg::Fetch(p, f, v, c)),
             any::<u32>().prop_map(OwnedMsg::Recall),
             (
                 any::<u32>(),
@@ -1254,6 +1296,7 @@ mod tests {
         Flushed(Vec<u8>),
         Refused(Piggyback),
         DiffAck(Piggyback),
+        Granted(Piggyback),
         Moved(u16),
     }
 
@@ -1273,16 +1316,20 @@ mod tests {
                 OwnedReply::Flushed(data) => Reply::Flushed { data },
                 OwnedReply::Refused(meta) => Reply::Refused { meta: *meta },
                 OwnedReply::DiffAck(meta) => Reply::DiffAck { meta: *meta },
+                OwnedReply::Granted(meta) => Reply::Granted { meta: *meta },
                 OwnedReply::Moved(n) => Reply::Moved { home: NodeId(*n) },
             }
         }
     }
 
     fn owned_reply() -> impl Strategy<Value = OwnedReply> {
-        let meta = (any::<u64>(), any::<bool>()).prop_map(|(sharers, home_writing)| Piggyback {
-            sharers: NodeSet::from_bits(sharers),
-            home_writing,
-        });
+        let meta = (any::<u64>(), any::<bool>(), any::<u32>()).prop_map(
+            |(sharers, home_writing, version)| Piggyback {
+                sharers: NodeSet::from_bits(sharers),
+                home_writing,
+                version,
+            },
+        );
         let node = 0..MAX_NODES as u16;
         prop_oneof![
             Just(OwnedReply::Ack),
@@ -1298,7 +1345,8 @@ mod tests {
             (0..MAX_NODES as u16).prop_map(OwnedReply::Holder),
             prop::collection::vec(any::<u8>(), 0..300).prop_map(OwnedReply::Flushed),
             meta.clone().prop_map(OwnedReply::Refused),
-            meta.prop_map(OwnedReply::DiffAck),
+            meta.clone().prop_map(OwnedReply::DiffAck),
+            meta.prop_map(OwnedReply::Granted),
             node.prop_map(OwnedReply::Moved),
         ]
     }
@@ -1379,10 +1427,14 @@ mod tests {
                     migrate: true,
                     exclusive: false,
                     rehome: true,
-                    needs_page: true,
+                    needs_page: false,
+                    version: 0x0a0b_0c0d,
+                    check: 0x0102_0304_0506_0708,
                 },
                 11,
-                &[4, 3, 2, 1, 1, 0, 1, 1],
+                &[
+                    4, 3, 2, 1, 1, 0, 1, 0, 0xd, 0xc, 0xb, 0xa, 8, 7, 6, 5, 4, 3, 2, 1,
+                ],
             ),
             (Msg::Recall { page: PageId(7) }, 15, &[7, 0, 0, 0]),
             (
@@ -1462,8 +1514,9 @@ mod tests {
         let meta = Piggyback {
             sharers: NodeSet::from_bits(0b101),
             home_writing: true,
+            version: 0x0102_0304,
         };
-        let cases: [(Reply<'_>, &[u8]); 6] = [
+        let cases: [(Reply<'_>, &[u8]); 7] = [
             (Reply::Ack, &[0]),
             (Reply::Home { home: NodeId(3) }, &[1, 3, 0]),
             (
@@ -1474,11 +1527,20 @@ mod tests {
                     rehomed: true,
                     exclusive: false,
                 },
-                &[2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 2, 0, 0, 0, 9, 9],
+                &[
+                    2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 4, 3, 2, 1, 1, 1, 0, 2, 0, 0, 0, 9, 9,
+                ],
             ),
             (Reply::Holder { holder: NodeId(4) }, &[6, 4, 0]),
             (Reply::Flushed { data: &[1] }, &[7, 1, 0, 0, 0, 1]),
-            (Reply::DiffAck { meta }, &[4, 5, 0, 0, 0, 0, 0, 0, 0, 1]),
+            (
+                Reply::DiffAck { meta },
+                &[4, 5, 0, 0, 0, 0, 0, 0, 0, 1, 4, 3, 2, 1],
+            ),
+            (
+                Reply::Granted { meta },
+                &[8, 5, 0, 0, 0, 0, 0, 0, 0, 1, 4, 3, 2, 1],
+            ),
         ];
         for (reply, bytes) in cases {
             assert_eq!(encode_reply(&reply), bytes, "{reply:?}");

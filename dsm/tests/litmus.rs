@@ -759,6 +759,80 @@ fn a_stale_cached_entry_makes_a_refused_migration() {
     }
 }
 
+/// A granted migration moves a page only if the requester's valid copy is older than the
+/// master copy (`PageState::version`), 3 nodes x 1, page P first homed at node 0, modeled
+/// clock (so the order below is the program's on any host). Node 1 and node 2 read P after
+/// the home wrote it. Node 2 then writes P[2]: its copy is the master's version, so the
+/// home moves to node 2 with no page; node 2 releases (a flag). Node 1, which has not
+/// acquired since, still holds its copy valid, and writes P[1] much later in virtual time:
+/// it asks the home to move with its copy's old version, and the grant must carry the
+/// master copy, or node 2's write would be lost at the new home. In the second round node
+/// 0 reads P and writes it: its copy is current, so the migration moves no page.
+#[test]
+fn a_migration_sends_the_page_only_to_an_older_copy() {
+    for case in cases_of(&[CSM_NONE_MG, CSM_MS_MG]) {
+        let file = HomesFile::new("litmus-version", &[(0, 0)]);
+        let mut c = small_config(&case, 3, ExecMode::Threads);
+        c.homes_file = Some(file.0.clone());
+        c.clock = dsm::ClockMode::Modeled;
+        c.cpu_scale = 0.0;
+        let r = Cluster::new(c).run(|s| {
+            let a = s.alloc::<u64>(PAGE_WORDS);
+            let f = s.flags(2);
+            let (read, diffed) = (f[0], f[1]);
+            let bar = s.barrier();
+            move |p| {
+                if p.node() == 0 {
+                    a.set(0, 1);
+                }
+                bar.wait(p);
+                match p.node() {
+                    1 => {
+                        assert_eq!(a.get(0), 1);
+                        read.set(p);
+                        p.compute(10_000_000);
+                        a.set(1, 11);
+                    }
+                    2 => {
+                        read.wait(p);
+                        assert_eq!(a.get(0), 1);
+                        a.set(2, 22);
+                        diffed.set(p);
+                    }
+                    _ => diffed.wait(p),
+                }
+                bar.wait(p);
+                let first = (a.get(0), a.get(1), a.get(2));
+                bar.wait(p);
+                if p.node() == 0 {
+                    a.set(3, 33);
+                }
+                bar.wait(p);
+                (first, a.get(3))
+            }
+        });
+        let Some(r) = dsm::skip_other_run(r).unwrap() else {
+            continue;
+        };
+        let what = case.name.clone();
+        assert_eq!(r.results, vec![((1, 11, 22), 33); 3], "{what}");
+        let k = &r.node_counters;
+        // Requests that came back without the page: redirects, and grants to a current
+        // copy (no refusal happens here).
+        let without_page = |n: usize| k[n].page_requests - k[n].page_transfers - k[n].redirects;
+        for (n, grants_without_page) in [(0, 1), (1, 0), (2, 1)] {
+            assert_eq!(k[n].migrations, 1, "{what}: node {n}: {:?}", k[n]);
+            assert_eq!(
+                without_page(n),
+                grants_without_page,
+                "{what}: node {n}'s grants without a page: {:?}",
+                k[n]
+            );
+        }
+        assert_eq!(r.homes, vec![(0, 0)], "{what}: P ends at node 0");
+    }
+}
+
 /// Rounds of the adaptive-broadcast scenario, after the first read.
 const ADB_ROUNDS: u64 = 6;
 

@@ -844,6 +844,9 @@ struct MigrationTimes {
     page_fetch: f64,
     /// A write fault on a page homed at node 0 that moves the home to node 1 (fetch + grant).
     migrating_write: f64,
+    /// A write fault that moves the home to node 1 of a page node 1 has just fetched: its
+    /// copy is the master's version, so the grant carries no page.
+    current_write: f64,
     /// Words node 0 read back wrong from the migrated pages (0 unless the protocol is broken).
     wrong: usize,
 }
@@ -851,9 +854,10 @@ struct MigrationTimes {
 /// Home migration (section 2.3.5), 2 nodes: node 0 reads a set of fresh pages first (so it
 /// is their home by first touch and is not writing them); then node 1 read-faults half of
 /// them (plain fetches) and write-faults the other half, each of which asks the home to move
-/// and is granted. Each write fault therefore migrates a fresh page: no synchronization is
-/// inside the timed operation, so nothing is subtracted. Node 0 then reads the written pages
-/// back from their new home.
+/// and is granted with the page; then it writes each page it fetched, which migrates with
+/// no page (its copy is current). Each write fault therefore migrates a page of its own: no
+/// synchronization is inside the timed operation, so nothing is subtracted. Node 0 then
+/// reads the written pages back from their new home.
 fn bench_migration(
     v: Protocol,
     backend: FaultBackend,
@@ -878,6 +882,7 @@ fn bench_migration(
                 // Interleaved, so that both figures see the same conditions.
                 let mut fetch = Vec::with_capacity(pages);
                 let mut migrate = Vec::with_capacity(pages);
+                let mut current = Vec::with_capacity(pages);
                 for pg in 0..pages {
                     let t0 = Instant::now();
                     std::hint::black_box(a.get((pages + pg) * words));
@@ -885,14 +890,21 @@ fn bench_migration(
                     let t0 = Instant::now();
                     a.set(pg * words, pg as u64 + 1);
                     migrate.push(t0.elapsed().as_nanos() as u64);
+                    let t0 = Instant::now();
+                    a.set((pages + pg) * words, pg as u64 + 1);
+                    current.push(t0.elapsed().as_nanos() as u64);
                 }
                 t.page_fetch = median_us(fetch);
                 t.migrating_write = median_us(migrate);
+                t.current_write = median_us(current);
             }
             bar.wait(p);
             if !node1 {
                 t.wrong = (0..pages)
-                    .filter(|&pg| a.get(pg * words) != pg as u64 + 1)
+                    .filter(|&pg| {
+                        a.get(pg * words) != pg as u64 + 1
+                            || a.get((pages + pg) * words) != pg as u64 + 1
+                    })
                     .count();
             }
             t
@@ -906,14 +918,23 @@ fn bench_migration(
     let wrong = report.results[0].wrong;
     if wrong > 0 {
         bail!(
-            "{tag}: node 0 read {wrong} of {pages} migrated pages back wrong; the migration protocol lost writes (rerun with DSM_TRACE_HOMES=1 to trace the homes)"
+            "{tag}: node 0 read {wrong} of {pages} pairs of migrated pages back wrong; the migration protocol lost writes (rerun with DSM_TRACE_HOMES=1 to trace the homes)"
         );
     }
-    if c.migrations < pages as u64 {
+    if c.migrations < 2 * pages as u64 {
         bail!(
-            "{tag}: {pages} write faults away from the home should each have migrated it, but only {} migrations happened ({} attempts); home migration is not working",
+            "{tag}: {} write faults away from the home should each have migrated it, but only {} migrations happened ({} attempts); home migration is not working",
+            2 * pages,
             c.migrations,
             c.migration_attempts
+        );
+    }
+    // Node 1's requests that brought no page: the grants to its current copies.
+    let n1 = &report.node_counters[1];
+    let without_page = n1.page_requests - n1.page_transfers - n1.redirects;
+    if without_page != pages as u64 {
+        bail!(
+            "{tag}: node 1's {pages} write faults on pages it had just fetched should each have migrated with no page, but {without_page} of its requests came back without one; the versioned grant (PageState::version) is not working"
         );
     }
     let t = &report.results[1];
@@ -927,6 +948,11 @@ fn bench_migration(
         t.migrating_write / t.page_fetch,
         c.migrations,
         c.migration_attempts
+    );
+    outln!(
+        "proto {tag}: write fault migrating a page just read {:8.2} us  ({:.2}x the page fetch; the copy is current: {without_page} grants without a page)",
+        t.current_write,
+        t.current_write / t.page_fetch,
     );
     Ok(())
 }

@@ -55,6 +55,7 @@ impl Node {
         if !data.is_empty() {
             self.install_page(p, data);
         }
+        st.master_changes();
         st.excl_at = None;
         true
     }
@@ -87,6 +88,7 @@ impl Node {
             self.dirty.lock().expect("poisoned").push(p);
         }
         st.home_writing = true;
+        st.master_changes();
         self.dir.set_home_writing(&self.net, self.id, p, true);
         // The home writes the master copy in place from now on: copies broadcast before
         // (2.3.6) become invalid now, not only when it stops (an exclusive page may never
@@ -105,6 +107,7 @@ impl Node {
         st.dirty = false;
         st.exclusive = false;
         st.home_writing = false;
+        st.master_changes();
         self.dir.set_home_writing(&self.net, self.id, p, false);
     }
 }

@@ -249,23 +249,41 @@ impl Node {
                     fetch: true,
                     data,
                 },
-                None => Msg::Fetch {
-                    page: p,
-                    migrate,
-                    exclusive,
-                    rehome,
-                    needs_page: need_data,
-                },
+                None => {
+                    // A valid copy says which version of the master it is (and, checked
+                    // builds, what it holds), so a granted migration need not resend it.
+                    let (version, check) = if need_data {
+                        (0, 0)
+                    } else {
+                        (st.version, self.page_check(p))
+                    };
+                    Msg::Fetch {
+                        page: p,
+                        migrate,
+                        exclusive,
+                        rehome,
+                        needs_page: need_data,
+                        version,
+                        check,
+                    }
+                }
             };
             let reply = self.call(home, &msg, &mut out);
             NodeCounters::bump(&self.counters.page_requests);
             // A granted migration turns the pending mark into this node's home in one
             // store (`become_home`); clearing it first would let a handler, for an
             // instant, redirect a request for the page back to the old home.
-            if (migrate || rehome) && !matches!(reply, Reply::Page { migrated: true, .. }) {
+            if (migrate || rehome)
+                && !matches!(reply, Reply::Page { migrated: true, .. } | Reply::Granted { .. })
+            {
                 self.pages.set_pending(p, false);
             }
-            if attempt && matches!(reply, Reply::Page { .. } | Reply::Refused { .. }) {
+            if attempt
+                && matches!(
+                    reply,
+                    Reply::Page { .. } | Reply::Refused { .. } | Reply::Granted { .. }
+                )
+            {
                 attempt = false;
                 if !matches!(reply, Reply::Page { rehomed: true, .. }) {
                     NodeCounters::bump(&self.counters.migration_attempts);
@@ -280,6 +298,7 @@ impl Node {
                     exclusive: granted,
                 } => {
                     self.install_page(p, data);
+                    st.version = meta.version;
                     NodeCounters::bump(&self.counters.page_transfers);
                     assert!(
                         !rehomed || (migrated && rehome),
@@ -305,6 +324,21 @@ impl Node {
                         self.id
                     );
                     return granted;
+                }
+                Reply::Granted { meta } => {
+                    // Our copy is the master's version: it becomes the master copy.
+                    assert!(
+                        migrate && !need_data && meta.version == st.version,
+                        "{}: {p} granted without a page (migrate {migrate}, version {} here, \
+                         {} at the home, state {:?})",
+                        self.id,
+                        st.version,
+                        meta.version,
+                        **st
+                    );
+                    NodeCounters::bump(&self.counters.migrations);
+                    self.become_home(p, st, meta.sharers);
+                    return false;
                 }
                 Reply::Holder { holder } => {
                     assert!(

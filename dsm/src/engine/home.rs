@@ -30,9 +30,11 @@
 //!   update ("the transfer of data occurs as part of the corresponding page update
 //!   operation", 2.3.5): a node without a valid copy gets the page with a refusal, in the
 //!   one round trip (`Msg::Fetch`'s `needs_page`). The home grants unless it is writing the
-//!   page (checked under its page lock), sends the master copy along (so the new home's
-//!   copy holds every diff applied so far), and publishes the move: by broadcast under the
-//!   replicated directory, and by redirecting later requests under the home-held one.
+//!   page (checked under its page lock), sends the master copy along unless the
+//!   requester's valid copy is the master's version (`PageState::version`; then the grant
+//!   is `Reply::Granted`, with no page), so the new home's copy holds every diff applied so
+//!   far, and publishes the move: by broadcast under the replicated directory, and by
+//!   redirecting later requests under the home-held one.
 //!   Migration never combines with remote-write data: moving a master copy would re-map
 //!   network address space, which needs a global synchronization (2.3.5).
 

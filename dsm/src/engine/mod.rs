@@ -175,6 +175,15 @@ pub(crate) struct Node {
     initialized: AtomicBool,
 }
 
+/// A valid copy's version of the master copy (`PageState::version`) and, in a build with
+/// debug assertions, a hash of its bytes (0 otherwise): what a migration request says of
+/// the requester's copy.
+#[derive(Clone, Copy, Debug)]
+struct CopyVersion {
+    version: u32,
+    check: u64,
+}
+
 /// What a fetch asks of the page's home beyond the page.
 #[derive(Clone, Copy, Debug, Default)]
 struct Want {
@@ -420,6 +429,21 @@ impl Node {
             out.set_len(self.page_bytes);
         }
         out
+    }
+
+    /// In a build with debug assertions, a hash of this node's page `p` (never 0); else 0.
+    /// A home granting a migration without a page checks that the requester's copy hashes
+    /// as the master copy does (`PageState::version`'s promise).
+    fn page_check(&self, p: PageId) -> u64 {
+        if !cfg!(debug_assertions) {
+            return 0;
+        }
+        // FNV-1a over the page's bytes.
+        let h = self
+            .snapshot_page(p)
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        h | 1
     }
 
     /// Copies this node's page `p` through the alias into `out`, a buffer of one page.

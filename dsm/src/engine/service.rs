@@ -66,7 +66,7 @@
 //! a page being recalled wait at the home rather than going to X. No fetch is served, so
 //! nothing is broadcast, while `excl_at` is set.
 
-use super::{Node, PageGuard, Want};
+use super::{CopyVersion, Node, PageGuard, Want};
 use crate::config::DataStrategy;
 use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::{Hint, PageState};
@@ -295,6 +295,8 @@ impl Node {
                 exclusive,
                 rehome,
                 needs_page,
+                version,
+                check,
             } => {
                 let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
                 else {
@@ -322,7 +324,9 @@ impl Node {
                         exclusive,
                         rehome,
                     };
-                    self.serve_fetch(page, &mut st, from, want, needs_page, &answer);
+                    // A copy the requester holds valid, if it does (for a migration).
+                    let copy = (!needs_page).then_some(CopyVersion { version, check });
+                    self.serve_fetch(page, &mut st, from, want, copy, &answer);
                 }
                 Outcome::Done
             }
@@ -331,7 +335,7 @@ impl Node {
                 else {
                     return Outcome::Defer;
                 };
-                if let Some(st) = st.take() {
+                if let Some(mut st) = st.take() {
                     if let Some(holder) = st.excl_at {
                         // Only the holder can have written, after a recall ended its
                         // exclusive mode: its diff follows the flush.
@@ -347,6 +351,7 @@ impl Node {
                         panic!("{}: bad diff from {from}: {e}", self.id)
                     });
                     self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
+                    st.master_changes();
                     answer(&Reply::DiffAck {
                         meta: self.piggyback(page, &st),
                     });
@@ -431,7 +436,7 @@ impl Node {
                         self.id
                     );
                     st.recalling = false;
-                    self.serve_fetch(p, &mut st, from, Want::default(), true, &answer);
+                    self.serve_fetch(p, &mut st, from, Want::default(), None, &answer);
                 } else {
                     st.check(self.id);
                     answer(&Reply::Ack);
@@ -513,6 +518,7 @@ impl Node {
         Piggyback {
             sharers: self.dir.sharers(&self.net, p, st),
             home_writing: st.home_writing,
+            version: st.version,
         }
     }
 
@@ -520,16 +526,18 @@ impl Node {
     /// first touch since initialization and no node has touched the page since (section
     /// 2.3.1, `home.rs`), or if it asks to migrate and this node is not writing the page
     /// (section 2.3.5); or letting it hold the page exclusively if it asks and will be the
-    /// only sharer (module doc). No other node holds the page exclusively. A migration
-    /// refused while the home writes the page is answered with the page if the requester
-    /// `needs_page` (the request rode on its page update, 2.3.5), else with `Refused`.
+    /// only sharer (module doc). No other node holds the page exclusively. `copy`: the
+    /// requester's valid copy, if it has one. A migration refused while the home writes
+    /// the page is answered with the page if the requester has no valid copy (the request
+    /// rode on its page update, 2.3.5), else with `Refused`; one granted to a copy of the
+    /// master's version, with `Granted` and no page.
     fn serve_fetch(
         &self,
         p: PageId,
         st: &mut PageGuard<'_>,
         from: NodeId,
         want: Want,
-        needs_page: bool,
+        copy: Option<CopyVersion>,
         answer: &dyn Fn(&Reply<'_>),
     ) {
         debug_assert_eq!(st.excl_at, None);
@@ -540,7 +548,7 @@ impl Node {
         } = want;
         let rehome = rehome && std::mem::take(&mut st.rehome_grant);
         if !rehome && migrate && st.home_writing {
-            if !needs_page {
+            if copy.is_some() {
                 answer(&Reply::Refused {
                     meta: self.piggyback(p, st),
                 });
@@ -560,8 +568,22 @@ impl Node {
             // Home migration never moves a master copy in network space (2.3.5); the
             // first touch after initialization may, as first touch attaches one.
             debug_assert!(rehome || self.protocol.data != DataStrategy::RemoteWrite);
-            // The copy into the grant is the transfer (charged as wire time).
-            let data = self.snapshot_page(p);
+            // A requester whose copy is the master's version gets no page; otherwise the
+            // copy into the grant is the transfer (charged as wire time).
+            let current = migrate
+                && !rehome
+                && copy.is_some_and(|c| {
+                    c.version == st.version && {
+                        assert!(
+                            c.check == 0 || c.check == self.page_check(p),
+                            "{}: {p} at version {} differs from {from}'s copy of it",
+                            self.id,
+                            st.version
+                        );
+                        true
+                    }
+                });
+            let data = (!current).then(|| self.snapshot_page(p));
             // The first request since initialization ended: every node dropped its copy
             // at the end, and none has fetched it since, so the requester is the only
             // sharer (a home-held set may still name nodes whose drops arrive late).
@@ -587,16 +609,21 @@ impl Node {
             st.sharers = NodeSet::EMPTY;
             self.dir.publish_home(&self.net, p, from);
             st.check(self.id);
-            answer(&Reply::Page {
-                data: &data,
-                meta: Piggyback {
-                    sharers,
-                    home_writing: false,
-                },
-                migrated: true,
-                rehomed: rehome,
-                exclusive: false,
-            });
+            let meta = Piggyback {
+                sharers,
+                home_writing: false,
+                version: st.version,
+            };
+            match &data {
+                Some(data) => answer(&Reply::Page {
+                    data,
+                    meta,
+                    migrated: true,
+                    rehomed: rehome,
+                    exclusive: false,
+                }),
+                None => answer(&Reply::Granted { meta }),
+            }
             return;
         }
         if exclusive
