@@ -92,10 +92,14 @@ pub(crate) struct PageState {
     /// The master copy's version. At the home it grows whenever the master copy may
     /// change: a diff or flush applied, the home starting and stopping to write it (so a
     /// copy served while the home wrote is older than the master after). A copy fetched
-    /// here keeps the version its reply carried, and the home moves with it. So a valid
-    /// copy whose version equals the master's holds the master's bytes, and a migration
-    /// granted to it sends no page (`Reply::Granted`, 2.3.5).
-    pub version: u32,
+    /// here keeps the version its reply carried, and the home moves with it. Under home
+    /// migration (diff messages, no exclusive mode away from the home, no broadcast
+    /// copies: the only protocols that read it) a valid copy whose version equals the
+    /// master's therefore holds the master's bytes, and a migration granted to it sends no
+    /// page (`Reply::Granted`, 2.3.5). Remote-write diffs land in the master copy without
+    /// the home knowing, so elsewhere the version promises nothing. A `u64`: it cannot
+    /// wrap while a stale copy waits.
+    pub version: u64,
 }
 
 /// Every field; of the twin, only whether there is one.
@@ -140,7 +144,7 @@ impl PageState {
 
     /// At the home: the master copy may change (or may have changed) from here on.
     pub fn master_changes(&mut self) {
-        self.version = self.version.wrapping_add(1);
+        self.version += 1;
     }
 
     /// True if `me` is the page's home.

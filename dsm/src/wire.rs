@@ -12,8 +12,8 @@
 //! | kind | message       | payload                                                     |
 //! |------|---------------|-------------------------------------------------------------|
 //! | 10   | `HomeQuery`   | page u32                                                    |
-//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8, needs_page u8,|
-//! |      |               | version u32, check u64                                      |
+//! | 11   | `Fetch`       | page u32, migrate u8, exclusive u8, rehome u8,              |
+//! |      |               | needs_page u8, version u64, check u64                       |
 //! | 12   | `Diff`        | page u32, n u32, n word runs (`crate::diff`): offset u32,   |
 //! |      |               | words u32 (bit 31: masked), [words mask bytes], words × 8   |
 //! | 13   | `Drop`        | page u32                                                    |
@@ -55,15 +55,15 @@
 //! |-----|-----------|---------------------------------------------------------------|
 //! | 0   | `Ack`     | nothing                                                       |
 //! | 1   | `Home`    | home u16                                                      |
-//! | 2   | `Page`    | sharers u64, home_writing u8, version u32, migrated u8,       |
-//! |     |           | rehomed u8, exclusive u8,                                     |
+//! | 2   | `Page`    | sharers u64, home_writing u8, migrated u8, rehomed u8,        |
+//! |     |           | exclusive u8, version u64,                                    |
 //! |     |           | n u32, n bytes                                                |
-//! | 3   | `Refused` | sharers u64, home_writing u8, version u32                     |
-//! | 4   | `DiffAck` | sharers u64, home_writing u8, version u32                     |
+//! | 3   | `Refused` | sharers u64, home_writing u8                                  |
+//! | 4   | `DiffAck` | sharers u64, home_writing u8                                  |
 //! | 5   | `Moved`   | home u16                                                      |
 //! | 6   | `Holder`  | holder u16                                                    |
 //! | 7   | `Flushed` | n u32, n bytes                                                |
-//! | 8   | `Granted` | sharers u64, home_writing u8, version u32                     |
+//! | 8   | `Granted` | sharers u64, home_writing u8, version u64                     |
 //!
 //! Flag bytes are 0 or 1. Every variable-length part carries its count, so a record cut
 //! short anywhere is reported as truncated instead of read as a shorter valid record, and a
@@ -118,10 +118,9 @@ const DIFF_HEADER_BYTES: usize = 8;
 /// Bytes each diff run spends before its mask and data: the offset and the word count.
 const RUN_HEADER_BYTES: usize = crate::diff::RUN_HEADER_BYTES;
 /// Bytes a `Page` reply spends before the page data.
-const PAGE_REPLY_HEADER_BYTES: usize = 1 + PIGGYBACK_BYTES + 1 + 1 + 1 + 4;
-/// Bytes of a [`Piggyback`]: the sharing set (u64), the home-writing flag and the
-/// version (u32).
-const PIGGYBACK_BYTES: usize = 8 + 1 + 4;
+const PAGE_REPLY_HEADER_BYTES: usize = 1 + PIGGYBACK_BYTES + 1 + 1 + 1 + 8 + 4;
+/// Bytes of a [`Piggyback`]: the sharing set (u64) and the home-writing flag.
+const PIGGYBACK_BYTES: usize = 8 + 1;
 
 /// The largest coherence page (`Config::validate` refuses larger ones): a `Page` reply
 /// carries a whole page in one message.
@@ -206,7 +205,7 @@ pub(crate) enum Msg<'a> {
         exclusive: bool,
         rehome: bool,
         needs_page: bool,
-        version: u32,
+        version: u64,
         check: u64,
     },
     /// A diff for the master copy, sent at a release (section 2.2) when data does not live
@@ -246,13 +245,11 @@ pub(crate) enum Msg<'a> {
 }
 
 /// Directory information a home piggybacks on its replies (section 2.3.3): the sharing set
-/// and whether the home is writing the page (which decides migration, section 2.3.5), and
-/// the master copy's version (`crate::page::PageState::version`).
+/// and whether the home is writing the page (which decides migration, section 2.3.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Piggyback {
     pub sharers: NodeSet,
     pub home_writing: bool,
-    pub version: u32,
 }
 
 /// A reply, carried in the requester's mailbox.
@@ -266,8 +263,7 @@ pub(crate) enum Reply<'a> {
     /// moved to the receiver, which is the new home: by a migration (section 2.3.5), or
     /// (`rehomed`) because the receiver is the first to touch the page since initialization
     /// ended (section 2.3.1). A migration the home refused while the receiver has no
-    /// valid copy is answered with the page too, `migrated` false and `meta.home_writing`
-    /// true.
+    /// valid copy is answered with the page too, `migrated` false.
     Page {
         data: &'a [u8],
         meta: Piggyback,
@@ -275,14 +271,17 @@ pub(crate) enum Reply<'a> {
         rehomed: bool,
         /// The receiver holds the page in exclusive mode from now on (section 2.2).
         exclusive: bool,
+        /// The master copy's version, which the receiver's copy now has
+        /// (`crate::page::PageState::version`).
+        version: u64,
     },
     /// A migration request that was refused because the home is writing the page (section
     /// 2.3.5). No data: the requester already has a valid copy.
     Refused { meta: Piggyback },
     /// A migration granted to a requester whose valid copy has the master's version
     /// (section 2.3.5): the receiver is the new home, and its copy is the master copy, so
-    /// no page travels.
-    Granted { meta: Piggyback },
+    /// no page travels. `version`: the master's, which the receiver's copy has.
+    Granted { meta: Piggyback, version: u64 },
     /// The diff is applied; the sharing set rides along so the sender knows where to send
     /// write notices (section 2.3.3).
     DiffAck { meta: Piggyback },
@@ -518,7 +517,7 @@ impl<'a> Msg<'a> {
                 out.push(u8::from(exclusive));
                 out.push(u8::from(rehome));
                 out.push(u8::from(needs_page));
-                put_u32(out, version);
+                out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(&check.to_le_bytes());
             }
             Msg::Flush {
@@ -566,7 +565,7 @@ impl<'a> Msg<'a> {
                 exclusive: r.flag("exclusive")?,
                 rehome: r.flag("rehome")?,
                 needs_page: r.flag("needs_page")?,
-                version: r.u32()?,
+                version: r.u64()?,
                 check: r.u64()?,
             },
             kind::RECALL => Msg::Recall { page: r.page()? },
@@ -616,9 +615,8 @@ impl<'a> Reply<'a> {
             Reply::Ack => 1,
             Reply::Home { .. } | Reply::Moved { .. } | Reply::Holder { .. } => 3,
             Reply::Page { data, .. } => PAGE_REPLY_HEADER_BYTES + data.len(),
-            Reply::Refused { .. } | Reply::DiffAck { .. } | Reply::Granted { .. } => {
-                1 + PIGGYBACK_BYTES
-            }
+            Reply::Refused { .. } | Reply::DiffAck { .. } => 1 + PIGGYBACK_BYTES,
+            Reply::Granted { .. } => 1 + PIGGYBACK_BYTES + 8,
             Reply::Flushed { data } => 5 + data.len(),
         }
     }
@@ -662,12 +660,14 @@ impl<'a> Reply<'a> {
                 migrated,
                 rehomed,
                 exclusive,
+                version,
             } => {
                 out.push(tag::PAGE);
                 put_piggyback(out, meta);
                 out.push(u8::from(migrated));
                 out.push(u8::from(rehomed));
                 out.push(u8::from(exclusive));
+                out.extend_from_slice(&version.to_le_bytes());
                 put_u32(
                     out,
                     u32::try_from(data.len()).expect("page data exceeds u32"),
@@ -681,9 +681,10 @@ impl<'a> Reply<'a> {
                 out.push(tag::DIFF_ACK);
                 put_piggyback(out, meta);
             }
-            Reply::Granted { meta } => {
+            Reply::Granted { meta, version } => {
                 out.push(tag::GRANTED);
                 put_piggyback(out, meta);
+                out.extend_from_slice(&version.to_le_bytes());
             }
             Reply::Moved { home } => {
                 out.push(tag::MOVED);
@@ -727,6 +728,7 @@ impl<'a> Reply<'a> {
                 let migrated = r.flag("migrated")?;
                 let rehomed = r.flag("rehomed")?;
                 let exclusive = r.flag("exclusive")?;
+                let version = r.u64()?;
                 let len = r.u32()?;
                 Reply::Page {
                     data: r.bytes(len as usize)?,
@@ -734,6 +736,7 @@ impl<'a> Reply<'a> {
                     migrated,
                     rehomed,
                     exclusive,
+                    version,
                 }
             }
             tag::HOLDER => Reply::Holder { holder: r.node()? },
@@ -751,6 +754,7 @@ impl<'a> Reply<'a> {
             },
             tag::GRANTED => Reply::Granted {
                 meta: r.piggyback()?,
+                version: r.u64()?,
             },
             _ => Reply::Moved { home: r.node()? },
         };
@@ -860,7 +864,6 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
 fn put_piggyback(out: &mut Vec<u8>, meta: Piggyback) {
     out.extend_from_slice(&meta.sharers.bits().to_le_bytes());
     out.push(u8::from(meta.home_writing));
-    put_u32(out, meta.version);
 }
 
 /// Reads a record front to back, turning every short read into [`DecodeError::Truncated`]
@@ -935,7 +938,6 @@ impl<'a> Reader<'a> {
         Ok(Piggyback {
             sharers: NodeSet::from_bits(self.u64()?),
             home_writing: self.flag("home_writing")?,
-            version: self.u32()?,
         })
     }
 
@@ -1065,7 +1067,6 @@ mod tests {
         let meta = Piggyback {
             sharers: NodeSet::from_bits(0b101),
             home_writing: true,
-            version: 3,
         };
         let node = NodeId::from_usize(1);
         match t {
@@ -1077,13 +1078,14 @@ mod tests {
                 migrated: false,
                 rehomed: false,
                 exclusive: true,
+                version: 3,
             },
             tag::REFUSED => Reply::Refused { meta },
             tag::DIFF_ACK => Reply::DiffAck { meta },
             tag::MOVED => Reply::Moved { home: node },
             tag::HOLDER => Reply::Holder { holder: node },
             tag::FLUSHED => Reply::Flushed { data: &[] },
-            tag::GRANTED => Reply::Granted { meta },
+            tag::GRANTED => Reply::Granted { meta, version: 3 },
             _ => panic!("reply tag {t} decodes but has no sample here: add one"),
         }
     }
@@ -1188,7 +1190,7 @@ mod tests {
     #[derive(Clone, Debug)]
     enum OwnedMsg {
         HomeQuery(u32),
-        Fetch(u32, [bool; 4], u32, u64),
+        Fetch(u32, [bool; 4], u64, u64),
         Diff(u32, Vec<OwnedRun>),
         Recall(u32),
         Flush(u32, u16, bool, Vec<u8>),
@@ -1264,7 +1266,7 @@ mod tests {
         );
         prop_oneof![
             any::<u32>().prop_map(OwnedMsg::HomeQuery),
-            (any::<u32>(), any::<[bool; 4]>(), any::<u32>(), any::<u64>())
+            (any::<u32>(), any::<[bool; 4]>(), any::<u64>(), any::<u64>())
                 .prop_map(|(p, f, v, c)| OwnedMsg::Fetch(p, f, v, c)),
             any::<u32>().prop_map(OwnedMsg::Recall),
             (
@@ -1291,12 +1293,12 @@ mod tests {
     enum OwnedReply {
         Ack,
         Home(u16),
-        Page(Vec<u8>, Piggyback, bool, bool, bool),
+        Page(Vec<u8>, Piggyback, [bool; 3], u64),
         Holder(u16),
         Flushed(Vec<u8>),
         Refused(Piggyback),
         DiffAck(Piggyback),
-        Granted(Piggyback),
+        Granted(Piggyback, u64),
         Moved(u16),
     }
 
@@ -1305,31 +1307,34 @@ mod tests {
             match self {
                 OwnedReply::Ack => Reply::Ack,
                 OwnedReply::Home(n) => Reply::Home { home: NodeId(*n) },
-                OwnedReply::Page(data, meta, migrated, rehomed, exclusive) => Reply::Page {
-                    data,
-                    meta: *meta,
-                    migrated: *migrated,
-                    rehomed: *rehomed,
-                    exclusive: *exclusive,
-                },
+                OwnedReply::Page(data, meta, [migrated, rehomed, exclusive], version) => {
+                    Reply::Page {
+                        data,
+                        meta: *meta,
+                        migrated: *migrated,
+                        rehomed: *rehomed,
+                        exclusive: *exclusive,
+                        version: *version,
+                    }
+                }
                 OwnedReply::Holder(n) => Reply::Holder { holder: NodeId(*n) },
                 OwnedReply::Flushed(data) => Reply::Flushed { data },
                 OwnedReply::Refused(meta) => Reply::Refused { meta: *meta },
                 OwnedReply::DiffAck(meta) => Reply::DiffAck { meta: *meta },
-                OwnedReply::Granted(meta) => Reply::Granted { meta: *meta },
+                OwnedReply::Granted(meta, version) => Reply::Granted {
+                    meta: *meta,
+                    version: *version,
+                },
                 OwnedReply::Moved(n) => Reply::Moved { home: NodeId(*n) },
             }
         }
     }
 
     fn owned_reply() -> impl Strategy<Value = OwnedReply> {
-        let meta = (any::<u64>(), any::<bool>(), any::<u32>()).prop_map(
-            |(sharers, home_writing, version)| Piggyback {
-                sharers: NodeSet::from_bits(sharers),
-                home_writing,
-                version,
-            },
-        );
+        let meta = (any::<u64>(), any::<bool>()).prop_map(|(sharers, home_writing)| Piggyback {
+            sharers: NodeSet::from_bits(sharers),
+            home_writing,
+        });
         let node = 0..MAX_NODES as u16;
         prop_oneof![
             Just(OwnedReply::Ack),
@@ -1337,16 +1342,15 @@ mod tests {
             (
                 prop::collection::vec(any::<u8>(), 0..300),
                 meta.clone(),
-                any::<bool>(),
-                any::<bool>(),
-                any::<bool>()
+                any::<[bool; 3]>(),
+                any::<u64>()
             )
-                .prop_map(|(d, m, g, h, x)| OwnedReply::Page(d, m, g, h, x)),
+                .prop_map(|(d, m, f, v)| OwnedReply::Page(d, m, f, v)),
             (0..MAX_NODES as u16).prop_map(OwnedReply::Holder),
             prop::collection::vec(any::<u8>(), 0..300).prop_map(OwnedReply::Flushed),
             meta.clone().prop_map(OwnedReply::Refused),
             meta.clone().prop_map(OwnedReply::DiffAck),
-            meta.prop_map(OwnedReply::Granted),
+            (meta, any::<u64>()).prop_map(|(m, v)| OwnedReply::Granted(m, v)),
             node.prop_map(OwnedReply::Moved),
         ]
     }
@@ -1433,7 +1437,8 @@ mod tests {
                 },
                 11,
                 &[
-                    4, 3, 2, 1, 1, 0, 1, 0, 0xd, 0xc, 0xb, 0xa, 8, 7, 6, 5, 4, 3, 2, 1,
+                    4, 3, 2, 1, 1, 0, 1, 0, 0xd, 0xc, 0xb, 0xa, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3,
+                    2, 1,
                 ],
             ),
             (Msg::Recall { page: PageId(7) }, 15, &[7, 0, 0, 0]),
@@ -1514,8 +1519,8 @@ mod tests {
         let meta = Piggyback {
             sharers: NodeSet::from_bits(0b101),
             home_writing: true,
-            version: 0x0102_0304,
         };
+        let version = 0x0102_0304_0506_0708;
         let cases: [(Reply<'_>, &[u8]); 7] = [
             (Reply::Ack, &[0]),
             (Reply::Home { home: NodeId(3) }, &[1, 3, 0]),
@@ -1526,20 +1531,19 @@ mod tests {
                     migrated: true,
                     rehomed: true,
                     exclusive: false,
+                    version,
                 },
                 &[
-                    2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 4, 3, 2, 1, 1, 1, 0, 2, 0, 0, 0, 9, 9,
+                    2, 5, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 8, 7, 6, 5, 4, 3, 2, 1, 2, 0, 0,
+                    0, 9, 9,
                 ],
             ),
             (Reply::Holder { holder: NodeId(4) }, &[6, 4, 0]),
             (Reply::Flushed { data: &[1] }, &[7, 1, 0, 0, 0, 1]),
+            (Reply::DiffAck { meta }, &[4, 5, 0, 0, 0, 0, 0, 0, 0, 1]),
             (
-                Reply::DiffAck { meta },
-                &[4, 5, 0, 0, 0, 0, 0, 0, 0, 1, 4, 3, 2, 1],
-            ),
-            (
-                Reply::Granted { meta },
-                &[8, 5, 0, 0, 0, 0, 0, 0, 0, 1, 4, 3, 2, 1],
+                Reply::Granted { meta, version },
+                &[8, 5, 0, 0, 0, 0, 0, 0, 0, 1, 8, 7, 6, 5, 4, 3, 2, 1],
             ),
         ];
         for (reply, bytes) in cases {

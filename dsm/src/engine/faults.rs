@@ -211,9 +211,9 @@ impl Node {
     /// to the home with the fetch (`Flush`). The caller holds the page lock.
     pub(super) fn fetch(&self, p: PageId, st: &mut PageGuard<'_>, want: Want) -> bool {
         let Want {
-            mut migrate,
+            migrate,
             exclusive,
-            mut rehome,
+            rehome,
         } = want;
         // A migration request is counted as an attempt once it is answered, unless the
         // home moved here as its first toucher since initialization instead (2.3.1).
@@ -252,7 +252,7 @@ impl Node {
                 None => {
                     // A valid copy says which version of the master it is (and, checked
                     // builds, what it holds), so a granted migration need not resend it.
-                    let (version, check) = if need_data {
+                    let (version, check) = if need_data || !migrate {
                         (0, 0)
                     } else {
                         (st.version, self.page_check(p))
@@ -296,9 +296,10 @@ impl Node {
                     migrated,
                     rehomed,
                     exclusive: granted,
+                    version,
                 } => {
                     self.install_page(p, data);
-                    st.version = meta.version;
+                    st.version = version;
                     NodeCounters::bump(&self.counters.page_transfers);
                     assert!(
                         !rehomed || (migrated && rehome),
@@ -325,15 +326,15 @@ impl Node {
                     );
                     return granted;
                 }
-                Reply::Granted { meta } => {
+                Reply::Granted { meta, version } => {
                     // Our copy is the master's version: it becomes the master copy.
                     assert!(
-                        migrate && !need_data && meta.version == st.version,
+                        migrate && !need_data && version == st.version,
                         "{}: {p} granted without a page (migrate {migrate}, version {} here, \
                          {} at the home, state {:?})",
                         self.id,
                         st.version,
-                        meta.version,
+                        version,
                         **st
                     );
                     NodeCounters::bump(&self.counters.migrations);
@@ -360,11 +361,7 @@ impl Node {
                         self.id
                     );
                     st.home_writing = meta.home_writing;
-                    migrate = false;
-                    rehome = false;
-                    if !need_data {
-                        return false;
-                    }
+                    return false;
                 }
                 Reply::Moved { home: to } => {
                     NodeCounters::bump(&self.counters.redirects);

@@ -180,7 +180,7 @@ pub(crate) struct Node {
 /// the requester's copy.
 #[derive(Clone, Copy, Debug)]
 struct CopyVersion {
-    version: u32,
+    version: u64,
     check: u64,
 }
 

@@ -67,7 +67,7 @@
 //! nothing is broadcast, while `excl_at` is set.
 
 use super::{CopyVersion, Node, PageGuard, Want};
-use crate::config::DataStrategy;
+use crate::config::{DataStrategy, HomePolicy};
 use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::{Hint, PageState};
 use crate::stats::NodeCounters;
@@ -518,7 +518,6 @@ impl Node {
         Piggyback {
             sharers: self.dir.sharers(&self.net, p, st),
             home_writing: st.home_writing,
-            version: st.version,
         }
     }
 
@@ -554,8 +553,8 @@ impl Node {
                 });
                 return;
             }
-            // Served as the plain fetch the requester would send next; the piggybacked
-            // `home_writing` tells it why the home stayed.
+            // Served as the plain fetch the requester would send next (a home writing in
+            // exclusive mode stops below, as for any fetch).
             migrate = false;
         }
         if st.exclusive {
@@ -570,8 +569,11 @@ impl Node {
             debug_assert!(rehome || self.protocol.data != DataStrategy::RemoteWrite);
             // A requester whose copy is the master's version gets no page; otherwise the
             // copy into the grant is the transfer (charged as wire time).
+            // (Only home migration keeps versions true: `PageState::version`.)
             let current = migrate
                 && !rehome
+                && self.protocol.home == HomePolicy::Migrating
+                && self.protocol.data != DataStrategy::RemoteWrite
                 && copy.is_some_and(|c| {
                     c.version == st.version && {
                         assert!(
@@ -612,8 +614,8 @@ impl Node {
             let meta = Piggyback {
                 sharers,
                 home_writing: false,
-                version: st.version,
             };
+            let version = st.version;
             match &data {
                 Some(data) => answer(&Reply::Page {
                     data,
@@ -621,8 +623,9 @@ impl Node {
                     migrated: true,
                     rehomed: rehome,
                     exclusive: false,
+                    version,
                 }),
-                None => answer(&Reply::Granted { meta }),
+                None => answer(&Reply::Granted { meta, version }),
             }
             return;
         }
@@ -642,6 +645,7 @@ impl Node {
                 migrated: false,
                 rehomed: false,
                 exclusive: true,
+                version: st.version,
             });
             return;
         }
@@ -653,6 +657,7 @@ impl Node {
             migrated: false,
             rehomed: false,
             exclusive: false,
+            version: st.version,
         });
     }
 }
