@@ -62,6 +62,11 @@ pub(crate) struct Doorbell {
     pub(crate) service_word: AtomicU32,
     /// The idle service, parked on `service_word` (counted in `parked` too).
     pub(crate) service_parked: AtomicU32,
+    /// The service thread's kernel thread id while it runs where a waker may move it
+    /// (`crate::wait`, "Placement"); 0 otherwise.
+    pub(crate) service_tid: AtomicU32,
+    /// One more than the core the service is bound to now, 0 if it is not bound.
+    pub(crate) service_core: AtomicU32,
 }
 
 impl Doorbell {
@@ -187,6 +192,13 @@ impl Control {
     pub(crate) fn oversubscribed(&self) -> bool {
         let cores = self.cores.load(Ordering::Relaxed);
         cores != 0 && self.running.0.load(Ordering::Relaxed) > cores as i32
+    }
+
+    /// Whether a core stands free for one more running thread of the cluster (false if
+    /// the block knows no cores).
+    pub(crate) fn core_free(&self) -> bool {
+        let cores = self.cores.load(Ordering::Relaxed);
+        cores != 0 && self.running.0.load(Ordering::Relaxed) < cores as i32
     }
 
     /// Whether the running threads use every core the block knows of (or it knows none):

@@ -151,6 +151,27 @@
 //! processors to the kernel. (Clusters in different processes do not see each other's
 //! claims.)
 //!
+//! A bound processor that rings another node's parked service while no core stands free
+//! (the running count, "Policy", is at the cores) first binds that service to its own
+//! core (`bring_service_here`): the processor is about to wait for the answer, so its core
+//! is the one with room, while the service's own node's processor computes on the other.
+//! Left to the kernel, a woken service went to the core it last ran on: in 2 x 1 SOR runs
+//! both services ended up beside one node's processor, which then shared its core three
+//! ways while the other core stood idle whenever its processor waited (`perf sched`: the
+//! services queued 12-18 us behind the computing processor at every message, and the run's
+//! speedup over sequential fell to 1.0-1.2), and which run got that placement was chance.
+//! Bound so, SOR 2048 x 2048 x 50, 2 x 1, processes, 10 interleaved pairs each: CSM-None
+//! median speedup 1.43 -> 1.505 (lowest run 1.14 -> 1.45), CSM-DMS 1.47 -> 1.54 (1.29 ->
+//! 1.43). The binding stays until the service, about to spin idle on a free core, gives
+//! it back (`Seam::free_service`); a ring while a core is free binds nothing, so a
+//! service whose own node's processor waits runs on the core that processor leaves. (Binding
+//! whenever a processor rang, free core or not, kept a service on its requester's core
+//! after it was no longer needed there: `bench proto`'s remote lock went from 0.4 to 7.6
+//! us. Having the requester also yield at once after such a ring, instead of spinning, so
+//! that the service gets the core sooner, gained SOR little, 1.535 -> 1.565, and made the
+//! contended lock 0.95 -> 12.3 us, since that answer comes from the lock's holder, not
+//! the service; it was dropped.)
+//!
 //! # Sleepers and wakers
 //!
 //! Every node has one doorbell in the cluster's control block (`crate::control`): a futex
@@ -675,6 +696,9 @@ impl<'a> Seam<'a> {
         // The checks of the spin phase, and how many it may make as of the last look.
         let mut spins = 0u32;
         let mut limit = self.spin_limit(idle);
+        if idle && limit > 0 {
+            self.free_service();
+        }
         while spins < limit {
             if ready() {
                 return true;
@@ -719,6 +743,23 @@ impl<'a> Seam<'a> {
             }
         }
         false
+    }
+
+    /// The idle service about to spin on a core nobody else wants: if a processor of
+    /// another node bound it to its own core to answer it (`bring_service_here`), it
+    /// gives the binding back, so that it does not share that core with the processor
+    /// while another stands free.
+    fn free_service(&self) {
+        let bell = self.control.bell(self.node);
+        if bell.service_core.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        SERVICE_CPUS.with(|cpus| {
+            let cpus = cpus.borrow();
+            if !cpus.is_empty() && sys::pin_thread_to(&cpus).is_ok() {
+                bell.service_core.store(0, Ordering::Relaxed);
+            }
+        });
     }
 
     /// How many checks a wait spins before it yields (a processor) or parks (the idle
@@ -884,7 +925,44 @@ fn wake_service(control: &Control, node: usize, unless_polled: bool) {
     if (!unless_polled || bell.pollers.load(Ordering::SeqCst) == 0)
         && bell.service_parked.load(Ordering::SeqCst) != 0
     {
+        if unless_polled && !control.core_free() {
+            bring_service_here(bell);
+        }
         bell.ring_service();
+    }
+}
+
+thread_local! {
+    /// The CPUs the service thread may use when no processor has bound it to its core.
+    static SERVICE_CPUS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// One more than the core this processor thread is bound to ("Placement"), 0 if none.
+    static BOUND_CORE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Records the CPUs the calling service thread may use now, which it returns to when the
+/// processor that bound it to its core no longer needs it (`Seam::free_service`).
+pub(crate) fn service_cpus_now() {
+    SERVICE_CPUS.with(|c| *c.borrow_mut() = sys::allowed_cpus());
+}
+
+/// Records that the calling processor thread is bound to `core` ("Placement").
+pub(crate) fn bound_to(core: usize) {
+    BOUND_CORE.with(|c| c.set(core as u32 + 1));
+}
+
+/// Before a processor bound to a core rings a parked service when no core stands free,
+/// binds that service to the processor's own core ("Placement": the processor is about to
+/// wait, so its core is the one with room). Does nothing on a thread bound to no core or
+/// for a service that published no thread id.
+fn bring_service_here(bell: &crate::control::Doorbell) {
+    let here = BOUND_CORE.with(|c| c.get());
+    if here == 0 {
+        return;
+    }
+    let tid = bell.service_tid.load(Ordering::Relaxed);
+    if tid != 0 && bell.service_core.swap(here, Ordering::Relaxed) != here {
+        // A binding that fails leaves the service where the kernel puts it.
+        let _ = sys::pin_other_thread(tid, here as usize - 1);
     }
 }
 
@@ -1208,6 +1286,61 @@ mod tests {
 
     fn fabric() -> Box<Control> {
         Control::new_local(1)
+    }
+
+    /// "Placement": a bound processor that rings a parked service binds it to its own core
+    /// only while no core stands free, and the service gives the binding back when it is
+    /// about to spin idle on a free core.
+    #[test]
+    fn a_woken_service_is_bound_to_its_waker_core_only_while_no_core_is_free() {
+        let control = Control::new_local(2);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;
+        let all = sys::allowed_cpus();
+        let target = *all.last().expect("the kernel names this thread's CPUs");
+        let bell = control.bell(1);
+        let (ask, asked) = std::sync::mpsc::channel::<bool>();
+        let (tell, told) = std::sync::mpsc::channel::<Vec<usize>>();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                service_cpus_now();
+                bell.service_tid.store(sys::thread_id(), Ordering::SeqCst);
+                // Each request: free the binding first (true) or not, then say where it may run.
+                for free in asked {
+                    if free {
+                        Seam::new(&control, 1).free_service();
+                    }
+                    tell.send(sys::allowed_cpus()).unwrap();
+                }
+                bell.service_tid.store(0, Ordering::SeqCst);
+            });
+            while bell.service_tid.load(Ordering::SeqCst) == 0 {
+                std::hint::spin_loop();
+            }
+            bound_to(target);
+            // The service counts as parked, so a message rings it.
+            bell.service_parked.store(1, Ordering::SeqCst);
+
+            // A core stands free: the ring binds nothing.
+            wake_for_message(&control, 1);
+            ask.send(false).unwrap();
+            assert_eq!(told.recv().unwrap(), all, "a service was bound while a core was free");
+            assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
+
+            // Every core runs a thread of the cluster: the ring binds it to the waker's core.
+            control.count_running(cores);
+            wake_for_message(&control, 1);
+            ask.send(false).unwrap();
+            assert_eq!(told.recv().unwrap(), vec![target], "the woken service was not brought");
+            assert_eq!(bell.service_core.load(Ordering::SeqCst), target as u32 + 1);
+
+            // A core is free again: the idle service gives the binding back.
+            control.count_running(-cores);
+            ask.send(true).unwrap();
+            assert_eq!(told.recv().unwrap(), all, "the service kept its binding");
+            assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
+            bell.service_parked.store(0, Ordering::SeqCst);
+            drop(ask);
+        });
     }
 
     #[test]

@@ -393,6 +393,7 @@ impl Run<'_> {
                             .map(|s| crate::sched::Activity::start(s, node.id.index(), None));
                         // Wall clock: the wait policy counts the threads that want cores.
                         let _running = sched.is_none().then(|| node.net.running());
+                        let _movable = proc_cores.is_some().then(|| node.net.service_movable());
                         node.serve()
                     })
                     .expect("cannot start the service thread")
@@ -404,7 +405,9 @@ impl Run<'_> {
                         .spawn_scoped(s, move || {
                             if let Some(claim) = proc_cores {
                                 // A binding that fails leaves the kernel to place the thread.
-                                let _ = sys::pin_thread(claim.cores()[local]);
+                                if sys::pin_thread(claim.cores()[local]).is_ok() {
+                                    crate::wait::bound_to(claim.cores()[local]);
+                                }
                             }
                             self.processor(local, body)
                         })
