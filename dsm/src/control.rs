@@ -67,6 +67,8 @@ pub(crate) struct Doorbell {
     pub(crate) service_tid: AtomicU32,
     /// One more than the core the service is bound to now, 0 if it is not bound.
     pub(crate) service_core: AtomicU32,
+    /// The CPUs the service may use when it is not bound, as a bit set.
+    pub(crate) service_cpus: AtomicU64,
 }
 
 impl Doorbell {

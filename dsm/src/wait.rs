@@ -160,11 +160,14 @@
 //! ways while the other core stood idle whenever its processor waited (`perf sched`: the
 //! services queued 12-18 us behind the computing processor at every message, and the run's
 //! speedup over sequential fell to 1.0-1.2), and which run got that placement was chance.
-//! Bound so, SOR 2048 x 2048 x 50, 2 x 1, processes, 10 interleaved pairs each: CSM-None
-//! median speedup 1.43 -> 1.505 (lowest run 1.14 -> 1.45), CSM-DMS 1.47 -> 1.54 (1.29 ->
-//! 1.43). The binding stays until the service, about to spin idle on a free core, gives
-//! it back (`Seam::free_service`); a ring while a core is free binds nothing, so a
-//! service whose own node's processor waits runs on the core that processor leaves. (Binding
+//! Bound so, SOR 2 x 1, processes, interleaved pairs, median (lowest) speedup: 2048 x 2048
+//! x 50 (10 pairs) CSM-None 1.52 (1.33) -> 1.53 (1.38), CSM-DMS 1.475 (0.94) -> 1.555
+//! (1.36); paper size (8 pairs) CSM-None 1.715 (1.53) -> 1.775 (1.72), CSM-DMS 1.725
+//! (1.61) -> 1.715 (1.68): the low runs go, the medians move little. The binding stays until the service, about to spin idle on a free core, gives
+//! it back (`Seam::free_service`), or a processor's ring finds a core free and gives the
+//! service its CPUs back (the CPUs it had, published with its thread id in its doorbell),
+//! so that a service whose own node's processor waits runs on the core that processor
+//! leaves. (Binding
 //! whenever a processor rang, free core or not, kept a service on its requester's core
 //! after it was no longer needed there: `bench proto`'s remote lock went from 0.4 to 7.6
 //! us. Having the requester also yield at once after such a ring, instead of spinning, so
@@ -750,16 +753,7 @@ impl<'a> Seam<'a> {
     /// gives the binding back, so that it does not share that core with the processor
     /// while another stands free.
     fn free_service(&self) {
-        let bell = self.control.bell(self.node);
-        if bell.service_core.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        SERVICE_CPUS.with(|cpus| {
-            let cpus = cpus.borrow();
-            if !cpus.is_empty() && sys::pin_thread_to(&cpus).is_ok() {
-                bell.service_core.store(0, Ordering::Relaxed);
-            }
-        });
+        free_service(self.control.bell(self.node));
     }
 
     /// How many checks a wait spins before it yields (a processor) or parks (the idle
@@ -925,29 +919,54 @@ fn wake_service(control: &Control, node: usize, unless_polled: bool) {
     if (!unless_polled || bell.pollers.load(Ordering::SeqCst) == 0)
         && bell.service_parked.load(Ordering::SeqCst) != 0
     {
-        if unless_polled && !control.core_free() {
-            bring_service_here(bell);
+        if unless_polled {
+            if control.core_free() {
+                free_service(bell);
+            } else {
+                bring_service_here(bell);
+            }
         }
         bell.ring_service();
     }
 }
 
 thread_local! {
-    /// The CPUs the service thread may use when no processor has bound it to its core.
-    static SERVICE_CPUS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
     /// One more than the core this processor thread is bound to ("Placement"), 0 if none.
     static BOUND_CORE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Records the CPUs the calling service thread may use now, which it returns to when the
-/// processor that bound it to its core no longer needs it (`Seam::free_service`).
-pub(crate) fn service_cpus_now() {
-    SERVICE_CPUS.with(|c| *c.borrow_mut() = sys::allowed_cpus());
+/// Publishes the calling service thread's id and the CPUs it may use in its node's
+/// doorbell, so that a processor bound to a core may bind it to its own ("Placement").
+/// Publishes nothing if those CPUs do not fit the bit set.
+pub(crate) fn service_movable(bell: &crate::control::Doorbell) {
+    let cpus = sys::allowed_cpus();
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= 64) {
+        return;
+    }
+    let set = cpus.iter().fold(0u64, |set, &c| set | 1 << c);
+    bell.service_cpus.store(set, Ordering::Relaxed);
+    bell.service_core.store(0, Ordering::Relaxed);
+    bell.service_tid.store(sys::thread_id(), Ordering::Release);
 }
 
 /// Records that the calling processor thread is bound to `core` ("Placement").
 pub(crate) fn bound_to(core: usize) {
     BOUND_CORE.with(|c| c.set(core as u32 + 1));
+}
+
+/// Gives a service that a processor bound to its core ([`bring_service_here`]) its own
+/// CPUs back, if it is bound.
+fn free_service(bell: &crate::control::Doorbell) {
+    if bell.service_core.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let tid = bell.service_tid.load(Ordering::Acquire);
+    let set = bell.service_cpus.load(Ordering::Relaxed);
+    let cpus: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
+    if tid != 0 && bell.service_core.swap(0, Ordering::Relaxed) != 0 {
+        // A binding that fails leaves the service where it is.
+        let _ = sys::bind_thread(tid, &cpus);
+    }
 }
 
 /// Before a processor bound to a core rings a parked service when no core stands free,
@@ -959,10 +978,10 @@ fn bring_service_here(bell: &crate::control::Doorbell) {
     if here == 0 {
         return;
     }
-    let tid = bell.service_tid.load(Ordering::Relaxed);
+    let tid = bell.service_tid.load(Ordering::Acquire);
     if tid != 0 && bell.service_core.swap(here, Ordering::Relaxed) != here {
         // A binding that fails leaves the service where the kernel puts it.
-        let _ = sys::pin_other_thread(tid, here as usize - 1);
+        let _ = sys::bind_thread(tid, &[here as usize - 1]);
     }
 }
 
@@ -1289,8 +1308,8 @@ mod tests {
     }
 
     /// "Placement": a bound processor that rings a parked service binds it to its own core
-    /// only while no core stands free, and the service gives the binding back when it is
-    /// about to spin idle on a free core.
+    /// only while no core stands free; the binding is given back when the service is about
+    /// to spin idle on a free core, or when a ring finds a core free.
     #[test]
     fn a_woken_service_is_bound_to_its_waker_core_only_while_no_core_is_free() {
         let control = Control::new_local(2);
@@ -1302,8 +1321,7 @@ mod tests {
         let (tell, told) = std::sync::mpsc::channel::<Vec<usize>>();
         std::thread::scope(|s| {
             s.spawn(|| {
-                service_cpus_now();
-                bell.service_tid.store(sys::thread_id(), Ordering::SeqCst);
+                service_movable(bell);
                 // Each request: free the binding first (true) or not, then say where it may run.
                 for free in asked {
                     if free {
@@ -1337,6 +1355,17 @@ mod tests {
             control.count_running(-cores);
             ask.send(true).unwrap();
             assert_eq!(told.recv().unwrap(), all, "the service kept its binding");
+            assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
+
+            // Bound again, then rung while a core is free: the waker gives it its CPUs back.
+            control.count_running(cores);
+            wake_for_message(&control, 1);
+            ask.send(false).unwrap();
+            assert_eq!(told.recv().unwrap(), vec![target], "the woken service was not brought");
+            control.count_running(-cores);
+            wake_for_message(&control, 1);
+            ask.send(false).unwrap();
+            assert_eq!(told.recv().unwrap(), all, "a ring with a core free left the service bound");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
             bell.service_parked.store(0, Ordering::SeqCst);
             drop(ask);

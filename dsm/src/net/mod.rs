@@ -386,8 +386,7 @@ impl Net {
     /// the result is dropped.
     pub(crate) fn service_movable(&self) -> ServiceMovable<'_> {
         let bell = self.port.control().bell(self.node.index());
-        crate::wait::service_cpus_now();
-        bell.service_tid.store(crate::sys::thread_id(), std::sync::atomic::Ordering::Relaxed);
+        crate::wait::service_movable(bell);
         ServiceMovable(bell)
     }
 

@@ -121,22 +121,14 @@ pub fn thread_id() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
 
-/// Binds thread `tid` (of this process or another of this user) to `cpu`.
-pub fn pin_other_thread(tid: u32, cpu: usize) -> Result<(), String> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid as i32), &set)
-        .map_err(|e| format!("cannot bind thread {tid} to CPU {cpu}: {e}"))
-}
-
-/// Lets the calling thread run on any of `cpus`.
-pub fn pin_thread_to(cpus: &[usize]) -> Result<(), String> {
+/// Lets thread `tid` (of this process or another of this user) run only on `cpus`.
+pub fn bind_thread(tid: u32, cpus: &[usize]) -> Result<(), String> {
     let mut set = nix::sched::CpuSet::new();
     for &cpu in cpus {
         set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
     }
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| format!("cannot bind this thread to CPUs {cpus:?}: {e}"))
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid as i32), &set)
+        .map_err(|e| format!("cannot bind thread {tid} to CPUs {cpus:?}: {e}"))
 }
 
 /// Binds the calling thread to `cpu` (threads it starts later inherit the binding).

@@ -32,8 +32,8 @@ mod userfaultfd;
 #[cfg(feature = "mpi")]
 pub use cpu::set_timer_slack_ns;
 pub use cpu::{
-    allowed_cpus, batch_scheduling, current_cpu, flush_denormals, monotonic_ns, pin_other_thread,
-    pin_thread, pin_thread_to, set_flush_denormals, thread_cpu_ns, thread_id, FlushGuard,
+    allowed_cpus, batch_scheduling, bind_thread, current_cpu, flush_denormals, monotonic_ns,
+    pin_thread, set_flush_denormals, thread_cpu_ns, thread_id, FlushGuard,
 };
 pub use files::{
     lock_file, read_regular_file, read_regular_text, try_lock_file, FileLock, ReadError,
