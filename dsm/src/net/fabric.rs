@@ -835,7 +835,7 @@ impl Transport for Port {
             return;
         }
         for n in nodes.iter() {
-            wait::wake(self.fabric.control(), n.index());
+            wait::wake_processors(self.fabric.control(), n.index());
         }
     }
 
