@@ -895,13 +895,19 @@ impl<'s, 'a> Polling<'s, 'a> {
 /// Wakes `node`'s parked threads after an event they may wait for. Call it after making
 /// the event visible; it costs a fence and a load when nobody is parked.
 pub(crate) fn wake(control: &Control, node: usize) {
+    wake_parked(control, node, crate::control::Doorbell::ring);
+}
+
+/// Rings `node`'s bell with `ring` if any thread of the node is parked (after a fence);
+/// under the modeled clock the scheduler wakes instead.
+fn wake_parked(control: &Control, node: usize, ring: fn(&crate::control::Doorbell)) {
     if crate::sched::wake_now(node) {
         return;
     }
     let bell = control.bell(node);
     fence(Ordering::SeqCst);
     if bell.parked.load(Ordering::SeqCst) != 0 {
-        bell.ring();
+        ring(bell);
     }
 }
 
@@ -910,14 +916,7 @@ pub(crate) fn wake(control: &Control, node: usize) {
 /// for no such word, and woken it would only take a core to look and park again (under a
 /// binding to a processor's core, "Placement", that processor's core).
 pub(crate) fn wake_processors(control: &Control, node: usize) {
-    if crate::sched::wake_now(node) {
-        return;
-    }
-    let bell = control.bell(node);
-    fence(Ordering::SeqCst);
-    if bell.parked.load(Ordering::SeqCst) != 0 {
-        bell.ring_word();
-    }
+    wake_parked(control, node, crate::control::Doorbell::ring_word);
 }
 
 /// Wakes `node`'s idle service after a message landed in one of its rings, unless a
@@ -959,16 +958,26 @@ thread_local! {
 
 /// Publishes the calling service thread's id and the CPUs it may use in its node's
 /// doorbell, so that a processor bound to a core may bind it to its own ("Placement").
-/// Publishes nothing if those CPUs do not fit the bit set.
-pub(crate) fn service_movable(bell: &crate::control::Doorbell) {
+/// Publishes nothing if those CPUs do not fit the bit set. The id is withdrawn when the
+/// result is dropped.
+pub(crate) fn service_movable(bell: &crate::control::Doorbell) -> ServiceMovable<'_> {
     let cpus = sys::allowed_cpus();
-    if cpus.is_empty() || cpus.iter().any(|&c| c >= 64) {
-        return;
+    if !cpus.is_empty() && cpus.iter().all(|&c| c < 64) {
+        let set = cpus.iter().fold(0u64, |set, &c| set | 1 << c);
+        bell.service_cpus.store(set, Ordering::Relaxed);
+        bell.service_core.store(0, Ordering::Relaxed);
+        bell.service_tid.store(sys::thread_id(), Ordering::Release);
     }
-    let set = cpus.iter().fold(0u64, |set, &c| set | 1 << c);
-    bell.service_cpus.store(set, Ordering::Relaxed);
-    bell.service_core.store(0, Ordering::Relaxed);
-    bell.service_tid.store(sys::thread_id(), Ordering::Release);
+    ServiceMovable(bell)
+}
+
+/// A service thread's published id ([`service_movable`]), withdrawn when dropped.
+pub(crate) struct ServiceMovable<'a>(&'a crate::control::Doorbell);
+
+impl Drop for ServiceMovable<'_> {
+    fn drop(&mut self) {
+        self.0.service_tid.store(0, Ordering::Relaxed);
+    }
 }
 
 /// Records that the calling processor thread is bound to `core` ("Placement").
@@ -983,9 +992,9 @@ fn free_service(bell: &crate::control::Doorbell) {
         return;
     }
     let tid = bell.service_tid.load(Ordering::Acquire);
-    let set = bell.service_cpus.load(Ordering::Relaxed);
-    let cpus: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
     if tid != 0 && bell.service_core.swap(0, Ordering::Relaxed) != 0 {
+        let set = bell.service_cpus.load(Ordering::Relaxed);
+        let cpus: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
         // A binding that fails leaves the service where it is.
         let _ = sys::bind_thread(tid, &cpus);
     }
@@ -1343,7 +1352,7 @@ mod tests {
         let (tell, told) = std::sync::mpsc::channel::<Vec<usize>>();
         std::thread::scope(|s| {
             s.spawn(|| {
-                service_movable(bell);
+                let _movable = service_movable(bell);
                 // Each request: free the binding first (true) or not, then say where it may run.
                 for free in asked {
                     if free {
@@ -1351,8 +1360,15 @@ mod tests {
                     }
                     tell.send(sys::allowed_cpus()).unwrap();
                 }
-                bell.service_tid.store(0, Ordering::SeqCst);
             });
+            // Where the service may run after a message ring (or, `free`, its own free).
+            let cpus_after = |ring: bool, free: bool| {
+                if ring {
+                    wake_for_message(&control, 1);
+                }
+                ask.send(free).unwrap();
+                told.recv().unwrap()
+            };
             while bell.service_tid.load(Ordering::SeqCst) == 0 {
                 std::hint::spin_loop();
             }
@@ -1361,33 +1377,24 @@ mod tests {
             bell.service_parked.store(1, Ordering::SeqCst);
 
             // A core stands free: the ring binds nothing.
-            wake_for_message(&control, 1);
-            ask.send(false).unwrap();
-            assert_eq!(told.recv().unwrap(), all, "a service was bound while a core was free");
+            assert_eq!(cpus_after(true, false), all, "a service was bound while a core was free");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
 
             // Every core runs a thread of the cluster: the ring binds it to the waker's core.
             control.count_running(cores);
-            wake_for_message(&control, 1);
-            ask.send(false).unwrap();
-            assert_eq!(told.recv().unwrap(), vec![target], "the woken service was not brought");
+            assert_eq!(cpus_after(true, false), vec![target], "the woken service was not brought");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), target as u32 + 1);
 
             // A core is free again: the idle service gives the binding back.
             control.count_running(-cores);
-            ask.send(true).unwrap();
-            assert_eq!(told.recv().unwrap(), all, "the service kept its binding");
+            assert_eq!(cpus_after(false, true), all, "the service kept its binding");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
 
             // Bound again, then rung while a core is free: the waker gives it its CPUs back.
             control.count_running(cores);
-            wake_for_message(&control, 1);
-            ask.send(false).unwrap();
-            assert_eq!(told.recv().unwrap(), vec![target], "the woken service was not brought");
+            assert_eq!(cpus_after(true, false), vec![target], "the woken service was not brought");
             control.count_running(-cores);
-            wake_for_message(&control, 1);
-            ask.send(false).unwrap();
-            assert_eq!(told.recv().unwrap(), all, "a ring with a core free left the service bound");
+            assert_eq!(cpus_after(true, false), all, "a ring with a core free left the service bound");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
             bell.service_parked.store(0, Ordering::SeqCst);
             drop(ask);

@@ -384,10 +384,8 @@ impl Net {
     /// Publishes the calling service thread's id, so that a bound processor of another
     /// node that wakes it may bind it to its own core (`crate::wait`, "Placement"), until
     /// the result is dropped.
-    pub(crate) fn service_movable(&self) -> ServiceMovable<'_> {
-        let bell = self.port.control().bell(self.node.index());
-        crate::wait::service_movable(bell);
-        ServiceMovable(bell)
+    pub(crate) fn service_movable(&self) -> crate::wait::ServiceMovable<'_> {
+        crate::wait::service_movable(self.port.control().bell(self.node.index()))
     }
 
     /// serve uses `Net::send_via` (inside the crate) with a serving seam.
@@ -657,14 +655,5 @@ impl Rx<'_> {
         assert!(at % 8 == 0, "unaligned word store");
         // SAFETY: as in load_u64.
         unsafe { (*(self.ptr(at) as *const AtomicU64)).store(value, Ordering::Release) }
-    }
-}
-
-/// A service thread's published id (`Net::service_movable`), withdrawn when dropped.
-pub(crate) struct ServiceMovable<'a>(&'a crate::control::Doorbell);
-
-impl Drop for ServiceMovable<'_> {
-    fn drop(&mut self) {
-        self.0.service_tid.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 }

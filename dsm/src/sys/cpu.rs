@@ -121,21 +121,24 @@ pub fn thread_id() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
 
-/// Lets thread `tid` (of this process or another of this user) run only on `cpus`.
-pub fn bind_thread(tid: u32, cpus: &[usize]) -> Result<(), String> {
+/// The kernel's CPU set holding `cpus`.
+fn cpu_set(cpus: &[usize]) -> Result<nix::sched::CpuSet, String> {
     let mut set = nix::sched::CpuSet::new();
     for &cpu in cpus {
         set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
     }
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid as i32), &set)
+    Ok(set)
+}
+
+/// Lets thread `tid` (of this process or another of this user) run only on `cpus`.
+pub fn bind_thread(tid: u32, cpus: &[usize]) -> Result<(), String> {
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid as i32), &cpu_set(cpus)?)
         .map_err(|e| format!("cannot bind thread {tid} to CPUs {cpus:?}: {e}"))
 }
 
 /// Binds the calling thread to `cpu` (threads it starts later inherit the binding).
 pub fn pin_thread(cpu: usize) -> Result<(), String> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu_set(&[cpu])?)
         .map_err(|e| format!("cannot bind this thread to CPU {cpu}: {e}"))
 }
 
