@@ -67,6 +67,9 @@ pub(crate) struct Doorbell {
     pub(crate) service_tid: AtomicU32,
     /// One more than the core the service is bound to now, 0 if it is not bound.
     pub(crate) service_core: AtomicU32,
+    /// 1 while a thread changes the service's binding, so that `service_core` and the
+    /// kernel's binding change together (`crate::wait`, "Placement").
+    pub(crate) service_binding: AtomicU32,
     /// The CPUs the service may use when it is not bound, as a bit set.
     pub(crate) service_cpus: AtomicU64,
 }

@@ -163,11 +163,19 @@
 //! Bound so, SOR 2 x 1, processes, interleaved pairs, median (lowest) speedup: 2048 x 2048
 //! x 50 (10 pairs) CSM-None 1.52 (1.33) -> 1.53 (1.38), CSM-DMS 1.475 (0.94) -> 1.555
 //! (1.36); paper size (8 pairs) CSM-None 1.715 (1.53) -> 1.775 (1.72), CSM-DMS 1.725
-//! (1.61) -> 1.715 (1.68): the low runs go, the medians move little. The binding stays until the service, about to spin idle on a free core, gives
-//! it back (`Seam::free_service`), or a processor's ring finds a core free and gives the
-//! service its CPUs back (the CPUs it had, published with its thread id in its doorbell),
-//! so that a service whose own node's processor waits runs on the core that processor
-//! leaves. (Binding
+//! (1.61) -> 1.715 (1.68): the low runs go, the medians move little. A one-way post (a
+//! message no answer follows) binds the service the same way although its sender goes on
+//! computing: the service then shares the sender's core instead of its own node's
+//! processor's; either way it shares a core with a computing processor. The binding stays
+//! until the service, about to spin idle while the running threads (itself among them)
+//! do not outnumber the cores, gives it back (`Seam::free_service`), or a processor's ring
+//! finds a core free (fewer running threads than cores) and gives the service its CPUs
+//! back (the CPUs it had, published with its thread id in its doorbell), so that a
+//! service whose own node's processor waits runs on the core that processor leaves. The
+//! record of the binding (`service_core`) and the kernel's binding change together under
+//! the doorbell's `service_binding` word; a thread that finds it taken leaves the binding
+//! to the holder (a ring does not wait), and the next ring or idle spin looks again.
+//! (Binding
 //! whenever a processor rang, free core or not, kept a service on its requester's core
 //! after it was no longer needed there: `bench proto`'s remote lock went from 0.4 to 7.6
 //! us. Having the requester also yield at once after such a ring, instead of spinning, so
@@ -189,7 +197,7 @@
 //! | a reply lands in a mailbox              | the replier                 | the requester's (only if that mailbox's waiter is parked: [`wake_flagged`]) |
 //! | a message lands in a ring               | the sender                  | the receiver's service word only (if none of its threads polls, and the service is parked: [`wake_for_message`]) |
 //! | a consumer frees ring space             | the consumer                | the producer's  |
-//! | a synchronization word is written       | the writer (`Net::ring_bells`) | every receiver's that may wait, its processors only ([`wake_processors`]) |
+//! | a synchronization word is written (a lock, barrier or flag of `sync::network`) | the writer (`Net::ring_bells`) | every receiver's that may wait, its processors only ([`wake_processors`]) |
 //! | a [`SeamLock`] is unlocked              | the unlocker                | its own (only if one of its waiters is parked) |
 //! | a node-local barrier completes          | the last arriver            | its own (only if one of its waiters is parked) |
 //! | a page lock is released                 | the releaser                | its own (its lock's waiters if parked; a recall's flush waiters and the service only as `engine`, "Wake-ups on a page's release", says) |
@@ -199,12 +207,18 @@
 //! A ring wakes every parked thread of the node, the service included; each re-checks its
 //! own condition and parks again if it is not ready. A synchronization word written by
 //! another node wakes the processors alone ([`wake_processors`]): the service waits for no
-//! such word, and woke only to look and park again, on a core a processor used (under
-//! CSM-DMS, whose diffs, notices and barrier flags are all remote writes, `bench proto`,
-//! processes, 4 interleaved runs, median before -> after: a release with a one-word diff
-//! 10.3 -> 3.2 us, with a whole page 15.3 -> 8.8, a 2-node barrier 2.5 -> 1.4, a 4-node
-//! one 54 -> 32; 2 x 1 SOR 2048 x 2048 x 50, 10 pairs, median speedup 1.40 -> 1.645, and
-//! 1.445 -> 1.52 under CSM-None). A message wakes the service alone:
+//! such word, and woke only to look and park again, on a core a processor used. Only the
+//! variants that synchronize by remote writes (`sync::network`: CSM-DMS, -MS, -S, -MS-Mg, -ADB)
+//! write such words; under them every lock release, barrier arrival and flag had rung
+//! every node's idle service. Under CSM-DMS, `bench proto`, processes, 4 interleaved
+//! runs, median before -> after: a release with a one-word diff (the row times the lock
+//! release, whose lock word rang) 10.3 -> 3.2 us, with a whole page 15.3 -> 8.8, a 2-node
+//! barrier 2.5 -> 1.4, a 4-node one 54 -> 32; 2 x 1 SOR 2048 x 2048 x 50, 10 pairs, median
+//! speedup 1.40 -> 1.645. (CSM-None, which synchronizes by messages and rings no such
+//! word, went 1.445 -> 1.52 in the same runs: that is this host's noise.) Diffs, write
+//! notices and acknowledgements ring nothing through this path: a diff or a notice is
+//! read at the next acquire, and an acknowledgement's waiter is woken by
+//! [`wake_flagged`]. A message wakes the service alone:
 //! the service handles every message, and the processors parked at a barrier or a lock,
 //! woken for it too, each took a core only to look and park again (a page fetch in 2-node
 //! `bench proto` woke the home's processor parked at the barrier beside its service: two
@@ -988,15 +1002,10 @@ pub(crate) fn bound_to(core: usize) {
 /// Gives a service that a processor bound to its core ([`bring_service_here`]) its own
 /// CPUs back, if it is bound.
 fn free_service(bell: &crate::control::Doorbell) {
-    if bell.service_core.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    let tid = bell.service_tid.load(Ordering::Acquire);
-    if tid != 0 && bell.service_core.swap(0, Ordering::Relaxed) != 0 {
+    if bell.service_core.load(Ordering::Relaxed) != 0 {
         let set = bell.service_cpus.load(Ordering::Relaxed);
         let cpus: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
-        // A binding that fails leaves the service where it is.
-        let _ = sys::bind_thread(tid, &cpus);
+        rebind_service(bell, 0, &cpus);
     }
 }
 
@@ -1006,14 +1015,33 @@ fn free_service(bell: &crate::control::Doorbell) {
 /// for a service that published no thread id.
 fn bring_service_here(bell: &crate::control::Doorbell) {
     let here = BOUND_CORE.with(|c| c.get());
-    if here == 0 {
+    if here != 0 && bell.service_core.load(Ordering::Relaxed) != here {
+        rebind_service(bell, here, &[here as usize - 1]);
+    }
+}
+
+/// Binds the service that published its id in `bell` to `cpus` and records `core` (one
+/// more than the core it is bound to, 0 for its own CPUs) in `service_core`, unless it is
+/// recorded there already. The record and the kernel's binding change together under the
+/// bell's `service_binding` word; a thread that finds the word taken leaves the binding to
+/// the one that holds it (a ring does not wait: the next ring or idle spin looks again).
+fn rebind_service(bell: &crate::control::Doorbell, core: u32, cpus: &[usize]) {
+    if bell
+        .service_binding
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
         return;
     }
     let tid = bell.service_tid.load(Ordering::Acquire);
-    if tid != 0 && bell.service_core.swap(here, Ordering::Relaxed) != here {
-        // A binding that fails leaves the service where the kernel puts it.
-        let _ = sys::bind_thread(tid, &[here as usize - 1]);
+    // A binding that fails leaves the service where it is, and the record as it was.
+    if tid != 0
+        && bell.service_core.load(Ordering::Relaxed) != core
+        && sys::bind_thread(tid, cpus).is_ok()
+    {
+        bell.service_core.store(core, Ordering::Relaxed);
     }
+    bell.service_binding.store(0, Ordering::Release);
 }
 
 /// Wakes `node`'s parked threads if the waiter that counts itself in `flag` is parked
@@ -1344,7 +1372,7 @@ mod tests {
     #[test]
     fn a_woken_service_is_bound_to_its_waker_core_only_while_no_core_is_free() {
         let control = Control::new_local(2);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32;
+        assert!(control.cores_known(), "the block found no cores to count against");
         let all = sys::allowed_cpus();
         let target = *all.last().expect("the kernel names this thread's CPUs");
         let bell = control.bell(1);
@@ -1353,7 +1381,9 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let _movable = service_movable(bell);
-                // Each request: free the binding first (true) or not, then say where it may run.
+                // Each request: free the binding first (true) or not, then say where it may
+                // run. The first answer follows the publication.
+                tell.send(sys::allowed_cpus()).unwrap();
                 for free in asked {
                     if free {
                         Seam::new(&control, 1).free_service();
@@ -1361,7 +1391,14 @@ mod tests {
                     tell.send(sys::allowed_cpus()).unwrap();
                 }
             });
-            // Where the service may run after a message ring (or, `free`, its own free).
+            assert_eq!(told.recv().unwrap(), all);
+            if bell.service_tid.load(Ordering::SeqCst) == 0 {
+                // Only CPUs beyond the bit set keep a service from being movable.
+                assert!(all.iter().any(|&c| c >= 64), "a service on CPUs {all:?} was not published");
+                return;
+            }
+            // Where the service may run after a message ring (or, `free`, its own free). On a
+            // host with one CPU, `all` is `[target]` and only the recorded core tells.
             let cpus_after = |ring: bool, free: bool| {
                 if ring {
                     wake_for_message(&control, 1);
@@ -1369,9 +1406,6 @@ mod tests {
                 ask.send(free).unwrap();
                 told.recv().unwrap()
             };
-            while bell.service_tid.load(Ordering::SeqCst) == 0 {
-                std::hint::spin_loop();
-            }
             bound_to(target);
             // The service counts as parked, so a message rings it.
             bell.service_parked.store(1, Ordering::SeqCst);
@@ -1381,21 +1415,28 @@ mod tests {
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
 
             // Every core runs a thread of the cluster: the ring binds it to the waker's core.
-            control.count_running(cores);
+            let mut taken = 0;
+            while control.core_free() {
+                control.count_running(1);
+                taken += 1;
+            }
             assert_eq!(cpus_after(true, false), vec![target], "the woken service was not brought");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), target as u32 + 1);
 
             // A core is free again: the idle service gives the binding back.
-            control.count_running(-cores);
+            control.count_running(-1);
             assert_eq!(cpus_after(false, true), all, "the service kept its binding");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
 
             // Bound again, then rung while a core is free: the waker gives it its CPUs back.
-            control.count_running(cores);
+            control.count_running(1);
+            assert!(!control.core_free());
             assert_eq!(cpus_after(true, false), vec![target], "the woken service was not brought");
-            control.count_running(-cores);
+            assert_eq!(bell.service_core.load(Ordering::SeqCst), target as u32 + 1);
+            control.count_running(-1);
             assert_eq!(cpus_after(true, false), all, "a ring with a core free left the service bound");
             assert_eq!(bell.service_core.load(Ordering::SeqCst), 0);
+            control.count_running(1 - taken);
             bell.service_parked.store(0, Ordering::SeqCst);
             drop(ask);
         });
@@ -1561,24 +1602,6 @@ mod tests {
         bell.service_parked.store(0, Ordering::SeqCst);
         wake(&f, 0);
         assert_eq!(bell.service_word.load(Ordering::SeqCst), service + 1);
-    }
-
-    #[test]
-    fn a_written_synchronization_word_wakes_the_processors_not_the_service() {
-        let f = fabric();
-        let bell = f.bell(0);
-        // A parked service and a parked processor (counted by hand: nobody sleeps here).
-        bell.parked.store(2, Ordering::SeqCst);
-        bell.service_parked.store(1, Ordering::SeqCst);
-        let (word, service) = (bell.word.load(Ordering::SeqCst), bell.service_word.load(Ordering::SeqCst));
-        wake_processors(&f, 0);
-        assert_eq!(bell.word.load(Ordering::SeqCst), word + 1, "the parked processor was not rung");
-        assert_eq!(bell.service_word.load(Ordering::SeqCst), service, "the service was woken");
-        // Nobody parked: no ring at all.
-        bell.parked.store(0, Ordering::SeqCst);
-        bell.service_parked.store(0, Ordering::SeqCst);
-        wake_processors(&f, 0);
-        assert_eq!(bell.word.load(Ordering::SeqCst), word + 1, "rang with nobody parked");
     }
 
     /// A serve hook that has a message waiting until served once.

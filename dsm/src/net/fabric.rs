@@ -927,6 +927,27 @@ mod tests {
         (nets, region)
     }
 
+    /// A synchronization word written to another node (`Net::ring_bells`) wakes its
+    /// parked processors, not its idle service, which waits for no such word.
+    #[test]
+    fn a_written_synchronization_word_wakes_the_processors_not_the_service() {
+        let (nets, _) = written_by_node_0("myrinet", &[1]);
+        let bell = nets[0].fabric().control().bell(1);
+        // A parked service and a parked processor (counted by hand: nobody sleeps here).
+        bell.parked.store(2, Ordering::SeqCst);
+        bell.service_parked.store(1, Ordering::SeqCst);
+        let word = bell.word.load(Ordering::SeqCst);
+        let service = bell.service_word.load(Ordering::SeqCst);
+        nets[0].ring_bells(NodeSet::only(NodeId::from_usize(1)));
+        assert_eq!(bell.word.load(Ordering::SeqCst), word + 1, "the parked processor was not rung");
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), service, "the service was woken");
+        // Nobody parked: no ring at all.
+        bell.parked.store(0, Ordering::SeqCst);
+        bell.service_parked.store(0, Ordering::SeqCst);
+        nets[0].ring_bells(NodeSet::only(NodeId::from_usize(1)));
+        assert_eq!(bell.word.load(Ordering::SeqCst), word + 1, "rang with nobody parked");
+    }
+
     #[test]
     fn a_write_the_network_can_make_lands() {
         let (nets, region) = written_by_node_0("myrinet", &[2]);

@@ -1178,9 +1178,11 @@ impl Transport for MpiPort {
         Ok(())
     }
 
+    /// Another rank's words are written by messages, which wake their waiters when they
+    /// land; a word of this rank wakes its parked processors, as on the fabric.
     fn ring_bells(&self, nodes: NodeSet) {
         if nodes.contains(self.node()) {
-            wait::wake(self.link.control(), self.link.node);
+            wait::wake_processors(self.link.control(), self.link.node);
         }
     }
 
