@@ -488,6 +488,32 @@ struct Case {
 }
 
 impl Case {
+    /// The case in words, with its seed.
+    fn describe(&self) -> String {
+        format!(
+            "class {} under {} on {} with {} nodes x {} procs ({}, {} clock), seed {}",
+            self.class.name(),
+            self.proto.name,
+            self.backend,
+            self.nodes,
+            self.procs,
+            self.mode,
+            self.clock,
+            self.seed
+        )
+    }
+
+    /// The command that replays this case's seed (the test's name is the running test's).
+    fn replay(&self) -> String {
+        format!(
+            "replay with: DSM_SEED={} DSM_BACKEND={} cargo test -p dsm{} --test random_drf {} -- --exact",
+            self.seed,
+            self.backend,
+            if self.backend == FaultBackend::Userfaultfd { " --features userfaultfd" } else { "" },
+            std::thread::current().name().filter(|&n| n != "main").unwrap_or("TEST_NAME")
+        )
+    }
+
     /// The configuration every class starts from.
     fn config(&self) -> Config {
         // Every case's first-touch claims are widened (the hook is the process's, set
@@ -542,6 +568,63 @@ impl Case {
     }
 }
 
+/// How long one case may run before the sweep calls it hung: a case takes well under a
+/// second on an idle host, so this is only a bound on a busy one. `DSM_CASE_LIMIT_S`
+/// overrides it.
+const CASE_LIMIT_S: u64 = 600;
+
+/// Ends the test process with the hung case's seed and replay command if a case runs
+/// longer than [`CASE_LIMIT_S`]: a protocol deadlock must fail the sweep with its seed, not
+/// stall CI until its own limit. (The wait seam reports every stalled wait after 30 s;
+/// this names the case.)
+struct Watchdog {
+    tell: std::sync::mpsc::Sender<Option<(String, String)>>,
+}
+
+impl Watchdog {
+    fn start() -> Watchdog {
+        let limit = std::env::var("DSM_CASE_LIMIT_S")
+            .map(|v| v.parse().expect("DSM_CASE_LIMIT_S must be a number of seconds"))
+            .unwrap_or(CASE_LIMIT_S);
+        let (tell, told) = std::sync::mpsc::channel::<Option<(String, String)>>();
+        let test = std::thread::current().name().unwrap_or("the test").to_string();
+        std::thread::spawn(move || {
+            use std::sync::mpsc::RecvTimeoutError;
+            let mut running: Option<(String, String)> = None;
+            loop {
+                let next = match &running {
+                    Some(_) => told.recv_timeout(std::time::Duration::from_secs(limit)),
+                    None => told.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                };
+                match next {
+                    Ok(case) => running = case,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                    Err(RecvTimeoutError::Timeout) => {
+                        let (what, replay) = running.take().expect("a case runs");
+                        // Past the test harness's capture of `eprintln!`, which exit
+                        // would discard.
+                        use std::io::Write;
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "{test}: {what} has run for over {limit} s: hung\n{replay}"
+                        );
+                        std::process::exit(101);
+                    }
+                }
+            }
+        });
+        Watchdog { tell }
+    }
+
+    fn running(&self, case: &Case) {
+        let _ = self.tell.send(Some((case.describe(), case.replay())));
+    }
+
+    fn done(&self) {
+        let _ = self.tell.send(None);
+    }
+}
+
 /// Runs `class` over `protos` x the backends x `seeds` x `shapes(seed)`, in `mode` and
 /// under `clock`; panics at the first failure with the command that replays it (or with
 /// `DSM_KEEP_GOING`, reports every failure and panics at the end). Returns the counters
@@ -558,6 +641,7 @@ fn sweep_cases(
     let mut sums: Vec<(Protocol, Counters)> =
         protos.iter().map(|&p| (p, Counters::default())).collect();
     let mut failures = Vec::new();
+    let watchdog = Watchdog::start();
     for backend in backends() {
         for &seed in seeds {
             for (i, &proto) in protos.iter().enumerate() {
@@ -570,17 +654,13 @@ fn sweep_cases(
                             proto.name
                         );
                     }
-                    match case.run(&mut files) {
+                    watchdog.running(&case);
+                    let outcome = case.run(&mut files);
+                    watchdog.done();
+                    match outcome {
                         Ok(k) => sums[i].1.add(&k),
                         Err(e) => {
-                            let what = format!(
-                                "class {} under {} on {backend} with {nodes} nodes x {procs} procs ({mode}, {clock} clock) failed for seed {seed}: {e}\n\
-                                 replay with: DSM_SEED={seed} DSM_BACKEND={backend} cargo test -p dsm{} --test random_drf {} -- --exact",
-                                class.name(),
-                                proto.name,
-                                if backend == FaultBackend::Userfaultfd { " --features userfaultfd" } else { "" },
-                                std::thread::current().name().filter(|&n| n != "main").unwrap_or("TEST_NAME")
-                            );
+                            let what = format!("{} failed: {e}\n{}", case.describe(), case.replay());
                             if std::env::var_os("DSM_KEEP_GOING").is_none() {
                                 panic!("{what}");
                             }
