@@ -79,7 +79,7 @@ pub(crate) struct PageState {
     /// The master copy is stale until that node's flush lands.
     pub excl_at: Option<NodeId>,
     /// At the home: a node has been sent to recall the page from `excl_at`; other
-    /// requests for the page wait for its flush.
+    /// requests for the page wait for its flush ([`PageState::awaits_recall`]).
     pub recalling: bool,
     /// First touch after initialization (section 2.3.1, `engine/home.rs`), at the home:
     /// no node has touched the page since the program's initialization ended, so the
@@ -145,6 +145,16 @@ impl PageState {
     /// At the home: the master copy may change (or may have changed) from here on.
     pub fn master_changes(&mut self) {
         self.version += 1;
+    }
+
+    /// At the home: whether a request for the page waits for a recall under way: another
+    /// node holds it exclusively (the master copy is stale) and a recaller has been sent
+    /// for it. Once the holder's flush lands (`excl_at` clears) or the recaller reports
+    /// (`recalling` clears), nothing more will end the wait: a waiter looks again, and
+    /// if the page has been granted anew meanwhile, to the same node or another, with
+    /// no recall under way, it recalls the page itself (`Node::lock_for_fault`).
+    pub fn awaits_recall(&self) -> bool {
+        self.excl_at.is_some() && self.recalling
     }
 
     /// True if `me` is the page's home.
@@ -385,5 +395,37 @@ impl PageTable {
         } else {
             self.hints[p.index()].fetch_and(!PENDING, Ordering::AcqRel);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The states a recall passes through at the home, and whether a request waits in
+    /// each. The third is the one that hung a run (random_drf, notice-overflow, seed 7036,
+    /// CSM-DMS, 3 x 1 threads): a home processor that waited for `excl_at` to clear slept
+    /// through a recall's end, and the holder's next grant left it waiting for a flush
+    /// that nobody would ask for.
+    #[test]
+    fn a_request_waits_for_a_recall_only_while_one_is_under_way() {
+        let home = NodeId(1);
+        let mut st = PageState::new();
+        st.home = Some(home);
+        st.excl_at = Some(NodeId(2));
+        st.check(home);
+        assert!(!st.awaits_recall(), "held, no recall sent: the request recalls");
+        st.recalling = true;
+        st.check(home);
+        assert!(st.awaits_recall(), "held and being recalled: the request waits");
+        // The holder flushed the page itself: the master copy is whole again.
+        st.excl_at = None;
+        st.check(home);
+        assert!(!st.awaits_recall(), "flushed, recaller not yet back: the master is current");
+        // The recaller reported, then the page was granted to the holder again.
+        st.recalling = false;
+        st.excl_at = Some(NodeId(2));
+        st.check(home);
+        assert!(!st.awaits_recall(), "granted anew, no recall sent: the request recalls");
     }
 }

@@ -91,8 +91,12 @@ impl Node {
     /// first recalled from it (see `service.rs`, "Exclusive mode away from the home"): the
     /// processor releases the home page's lock before it asks (it never waits on the
     /// network holding it), and applies the holder's page under the lock again; if another
-    /// node's recall of the page is under way, it waits for that flush instead, as a
-    /// waiter for the page's state (module doc, "Wake-ups on a page's release"). Its look
+    /// node's recall of the page is under way, it waits for that recall to end instead
+    /// ([`crate::page::PageState::awaits_recall`]), as a waiter for the page's state (module doc,
+    /// "Wake-ups on a page's release"), and then starts over: the page may have been
+    /// granted anew meanwhile, and then it recalls it itself. (Waiting for `excl_at` to
+    /// clear instead hung a run: the recall ended, the holder was granted the page again
+    /// before this processor looked, and no recall was ever sent for that grant.) Its look
     /// takes the lock only if it is free and releases it unchanged; a busy lock ends the
     /// wait, and the processor waits for the lock in [`Node::lock_page`] instead, which
     /// every release wakes.
@@ -102,11 +106,11 @@ impl Node {
             let Some(holder) = st.excl_at.filter(|_| st.at_home(self.id)) else {
                 return st;
             };
-            if st.recalling {
+            if st.awaits_recall() {
                 st.release_unchanged();
                 self.seam()
                     .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
-                        self.look_at_page(p, |s| s.excl_at.is_none())
+                        self.look_at_page(p, |s| !s.awaits_recall())
                             .unwrap_or(true)
                     })
                     .unwrap_or_else(|e| Self::net_err(e));
