@@ -300,6 +300,12 @@ pub struct TestKnobs {
     /// most 16 KiB never needs with word runs under the message limit. From 33 (room for
     /// one masked word) up to the message limit.
     pub diff_message_bytes: Option<usize>,
+    /// Modeled clock only (`crate::sched`): every wake-up of a blocked activity (a
+    /// processor or a service) lands a seeded random delay later, so that a test explores
+    /// other interleavings of the protocol's messages and waits than the scheduler's own,
+    /// each replayable from its seed (with counted or no measured computation, the run is
+    /// deterministic). A correct protocol gives the same results under any delays.
+    pub wake_jitter: Option<crate::sched::WakeJitter>,
 }
 
 /// The default of [`Config::stall_timeout`]: long enough that a slow but live node (its
@@ -518,6 +524,17 @@ impl Config {
         }
         if self.test_knobs.notice_ring_capacity == Some(0) {
             return bad("the test knob notice_ring_capacity is 0; a write-notice ring holds at least one notice".into());
+        }
+        if let Some(j) = self.test_knobs.wake_jitter {
+            if self.clock != ClockMode::Modeled {
+                return bad("the test knob wake_jitter delays the modeled clock's wake-ups; run with the modeled clock".into());
+            }
+            if j.one_in == 0 || j.max_ns > crate::sched::MAX_WAKE_JITTER_NS {
+                return bad(format!(
+                    "the test knob wake_jitter is {j:?}; one_in must be at least 1 and max_ns at most {}",
+                    crate::sched::MAX_WAKE_JITTER_NS
+                ));
+            }
         }
         if let Some(b) = self.test_knobs.diff_message_bytes {
             let most = crate::net::MAX_MESSAGE_BYTES;

@@ -80,6 +80,6 @@ pub use config::{
 };
 pub use launch::{skip_other_run, ExecMode, OtherRun};
 pub use sync::SyncError;
-pub use sched::MAX_VIRTUAL_NS;
+pub use sched::{WakeJitter, MAX_VIRTUAL_NS};
 pub use stats::{Breakdown, Counters, Timed};
 

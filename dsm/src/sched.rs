@@ -71,6 +71,22 @@ use std::time::Duration;
 /// largest cluster (32 x 64) still fit a `u64`.
 pub const MAX_VIRTUAL_NS: u64 = 1 << 53;
 
+/// The longest wake-up delay a test may ask for ([`WakeJitter`]): one second of virtual
+/// time.
+pub(crate) const MAX_WAKE_JITTER_NS: u64 = 1_000_000_000;
+
+/// Wake-up delays of the modeled clock (test knob `TestKnobs::wake_jitter`): each
+/// wake-up of a blocked activity is delayed by a draw from a seeded generator, 0 for most
+/// and up to `max_ns` for one in `one_in`, so that most events keep their order and a few
+/// are late enough for a protocol's windows (a round trip or more) to open.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WakeJitter {
+    pub seed: u64,
+    pub max_ns: u64,
+    pub one_in: u32,
+}
+
 /// Femtoseconds per nanosecond: counted work is charged in femtoseconds, so that a cost
 /// per unit below a nanosecond adds up exactly ([`charge_work`]).
 const FS_PER_NS: u128 = 1_000_000;
@@ -233,6 +249,34 @@ struct State {
     seq: u64,
     finished: bool,
     aborted: bool,
+    /// Test knob: wake-ups land this much later ([`WakeJitter`]).
+    jitter: Option<Jitter>,
+}
+
+/// The state of [`WakeJitter`]'s draws (splitmix64: a draw per wake-up,
+/// in the scheduler's own order, so a run repeats from its seed).
+struct Jitter {
+    state: u64,
+    max_ns: u64,
+    one_in: u64,
+}
+
+impl Jitter {
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The delay of one wake-up: 0, or for one in `one_in`, up to `max_ns`.
+    fn delay(&mut self) -> u64 {
+        if self.next() % self.one_in != 0 {
+            return 0;
+        }
+        self.next() % (self.max_ns + 1)
+    }
 }
 
 /// The scheduler of one in-process cluster.
@@ -279,6 +323,10 @@ thread_local! {
 }
 
 impl Sched {
+    /// The scheduler of a cluster of `nodes` x `procs`: the platform's host costs, the
+    /// network's profile, the charge for computation (counted work's cost per unit, or
+    /// measured CPU time times `cpu_scale`) and the wake-up jitter test knob.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         control: Arc<dyn AsRef<Control> + Send + Sync>,
         nodes: usize,
@@ -287,6 +335,7 @@ impl Sched {
         net: Profile,
         work_fs: Option<Box<[u64]>>,
         cpu_scale: f64,
+        jitter: Option<WakeJitter>,
     ) -> Arc<Sched> {
         let total = nodes * (procs + 1);
         let acts = (0..total)
@@ -315,6 +364,11 @@ impl Sched {
                 seq: 0,
                 finished: false,
                 aborted: false,
+                jitter: jitter.map(|j| Jitter {
+                    state: j.seed,
+                    max_ns: j.max_ns,
+                    one_in: u64::from(j.one_in),
+                }),
             }),
             go: (0..total).map(|_| AtomicU32::new(0)).collect(),
             nodes,
@@ -536,8 +590,9 @@ impl Sched {
                 .collect(),
         };
         for i in chosen {
+            let delay = st.jitter.as_mut().map_or(0, Jitter::delay);
             let a = &mut st.acts[i];
-            a.clock = a.clock.max(t);
+            a.clock = a.clock.max(t) + delay;
             a.run = Run::Runnable;
         }
     }
@@ -1038,5 +1093,22 @@ mod tests {
             WaitFor::Flush { page: p }.to_string(),
             "the flush that ends the recall of page 5"
         );
+    }
+
+    /// The wake-up jitter test knob: a seed's draws repeat, about one in `one_in` is
+    /// late, by at most `max_ns`, and another seed draws otherwise.
+    #[test]
+    fn wake_jitter_draws_repeat_from_their_seed_and_stay_in_bounds() {
+        let draws = |seed| {
+            let mut j = Jitter { state: seed, max_ns: 2_000_000, one_in: 8 };
+            (0..8000).map(|_| j.delay()).collect::<Vec<u64>>()
+        };
+        let a = draws(7);
+        assert_eq!(a, draws(7));
+        assert_ne!(a, draws(8));
+        let late = a.iter().filter(|&&d| d > 0).count();
+        assert!((800..1200).contains(&late), "{late} of 8000 wake-ups late, not about 1,000");
+        assert!(a.iter().all(|&d| d <= 2_000_000));
+        assert!(a.iter().any(|&d| d > 1_000_000), "no delay in the upper half");
     }
 }

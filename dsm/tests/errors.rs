@@ -146,6 +146,17 @@ fn impossible_configurations_are_refused() {
         .unwrap_err()
         .to_string()
         .contains("page size 3000"));
+    // The wake-up jitter test knob needs the modeled clock and sane draws.
+    let mut c = config(CSM_NONE);
+    let jitter = dsm::WakeJitter { seed: 1, max_ns: 1_000, one_in: 8 };
+    c.test_knobs.wake_jitter = Some(jitter);
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("run with the modeled clock"), "{e}");
+    c.clock = dsm::ClockMode::Modeled;
+    c.validate().unwrap();
+    c.test_knobs.wake_jitter = Some(dsm::WakeJitter { one_in: 0, ..jitter });
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("one_in must be at least 1"), "{e}");
     config(CSM_NONE_MG).validate().unwrap();
     let dms_mg = dsm::Protocol {
         name: "CSM-DMS-Mg",

@@ -35,6 +35,11 @@
 //! grow). A sweep prints each variant's counters and asserts the ones that prove its class
 //! reached its path (not when replaying one seed).
 //!
+//! Timing: the host's clock (threads, processes or MPI ranks), the modeled clock, and the
+//! modeled clock with jittered wake-ups (`Timing::Jittered`), under which a woken processor
+//! or service sometimes runs milliseconds late while the other nodes run on, in an order
+//! its seed fixes (a test checks that a case replays exactly).
+//!
 //! Seeds: by default every sweep runs a few seeds, chosen so that together they cover every
 //! class, variant, backend, mode and clock with one and with several processors per node;
 //! `DSM_LONG_SWEEPS=1` runs the wide seed ranges (about 20 times as many runs). A failure
@@ -475,6 +480,37 @@ fn widen_claim(node: usize, page: usize) {
     }
 }
 
+/// How a case's time runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    /// The host's clock.
+    Wall,
+    /// The modeled clock: one simulation, one activity at a time (`dsm::sched`).
+    Modeled,
+    /// The modeled clock with every wake-up delayed by a seeded draw (test knob
+    /// `wake_jitter`: none for seven in eight, up to 2 ms of virtual time for the eighth,
+    /// several round trips) and no measured computation: each seed runs one deterministic
+    /// interleaving of its own, which the seed replays exactly.
+    Jittered,
+}
+
+impl Timing {
+    fn clock(self) -> ClockMode {
+        match self {
+            Timing::Wall => ClockMode::Wall,
+            Timing::Modeled | Timing::Jittered => ClockMode::Modeled,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Timing::Wall => "wall",
+            Timing::Modeled => "modeled",
+            Timing::Jittered => "jittered",
+        }
+    }
+}
+
 /// One run of a sweep.
 struct Case {
     class: Class,
@@ -484,7 +520,7 @@ struct Case {
     procs: usize,
     mode: ExecMode,
     seed: u64,
-    clock: ClockMode,
+    timing: Timing,
 }
 
 impl Case {
@@ -498,7 +534,7 @@ impl Case {
             self.nodes,
             self.procs,
             self.mode,
-            self.clock,
+            self.timing.name(),
             self.seed
         )
     }
@@ -520,7 +556,18 @@ impl Case {
         // alike in the node processes, which run this same code).
         dsm::testing::set_claim_hook(Some(widen_claim));
         let mut c = Config::new(self.nodes, self.procs, self.proto);
-        c.clock = self.clock;
+        c.clock = self.timing.clock();
+        if self.timing == Timing::Jittered {
+            // The case's own draws: its seed, variant and shape.
+            let id = self.seed << 16 ^ (self.nodes as u64) << 8 ^ self.procs as u64;
+            let variant = self.proto.name.bytes().fold(0u64, |h, b| h.wrapping_mul(31) ^ u64::from(b));
+            c.test_knobs.wake_jitter = Some(dsm::WakeJitter {
+                seed: id ^ variant << 24,
+                max_ns: 2_000_000,
+                one_in: 8,
+            });
+            c.cpu_scale = 0.0;
+        }
         // DSM_CPU_SCALE=0 makes a modeled run deterministic (no measured computation).
         if let Ok(v) = std::env::var("DSM_CPU_SCALE") {
             c.cpu_scale = v.parse().expect("DSM_CPU_SCALE must be a number");
@@ -551,7 +598,7 @@ impl Case {
             self.procs,
             self.seed,
             self.mode,
-            self.clock,
+            self.timing.name(),
             self.backend
         )
     }
@@ -635,7 +682,7 @@ fn sweep_cases(
     mode: ExecMode,
     seeds: &[u64],
     shapes: impl Fn(u64) -> Vec<(usize, usize)>,
-    clock: ClockMode,
+    timing: Timing,
 ) -> Vec<(Protocol, Counters)> {
     let mut files = Vec::new();
     let mut sums: Vec<(Protocol, Counters)> =
@@ -646,7 +693,7 @@ fn sweep_cases(
         for &seed in seeds {
             for (i, &proto) in protos.iter().enumerate() {
                 for (nodes, procs) in shapes(seed) {
-                    let case = Case { class, proto, backend, nodes, procs, mode, seed, clock };
+                    let case = Case { class, proto, backend, nodes, procs, mode, seed, timing };
                     if std::env::var_os("DSM_TRACE_CASES").is_some() {
                         eprintln!(
                             "case: {} seed {seed} {} {nodes}x{procs} {mode} {backend}",
@@ -677,11 +724,11 @@ fn sweep_cases(
 }
 
 fn sweep(protos: &[Protocol], mode: ExecMode, default: &[u64], long: Range<u64>) {
-    sweep_clock(protos, mode, default, long, false, ClockMode::Wall)
+    sweep_clock(protos, mode, default, long, false, Timing::Wall)
 }
 
 fn sweep_shapes(protos: &[Protocol], mode: ExecMode, default: &[u64], long: Range<u64>) {
-    sweep_clock(protos, mode, default, long, true, ClockMode::Wall)
+    sweep_clock(protos, mode, default, long, true, Timing::Wall)
 }
 
 fn sweep_clock(
@@ -690,9 +737,9 @@ fn sweep_clock(
     default: &[u64],
     long: Range<u64>,
     wide: bool,
-    clock: ClockMode,
+    timing: Timing,
 ) {
-    sweep_cases(Class::Main, protos, mode, &seeds(default, long), |s| shapes(s, wide), clock);
+    sweep_cases(Class::Main, protos, mode, &seeds(default, long), |s| shapes(s, wide), timing);
 }
 
 // The sweeps of the main program. Each default range is small: together they run every
@@ -744,7 +791,59 @@ fn random_programs_match_the_model_under_the_modeled_clock() {
         .filter(|p| ClockMode::Modeled.refuses(p).is_none())
         .collect();
     // 5994 is 4 x 1, 6000 3 x 2 (see `shapes`).
-    sweep_clock(&protos, ExecMode::Threads, &[5994, 6000], 5990..6040, true, ClockMode::Modeled);
+    sweep_clock(&protos, ExecMode::Threads, &[5994, 6000], 5990..6040, true, Timing::Modeled);
+}
+
+/// The variants the modeled clock runs (`ClockMode::refuses`: all seven today).
+fn modeled_variants() -> Vec<Protocol> {
+    ALL.iter().copied().filter(|p| ClockMode::Modeled.refuses(p).is_none()).collect()
+}
+
+/// The same programs under the modeled clock with jittered wake-ups (`Timing::Jittered`):
+/// a processor or service that a message, a release or a flag wakes sometimes runs
+/// milliseconds late, so that the other nodes' protocol runs on meanwhile, as it does on
+/// a loaded host, in an order that the seed fixes and replays exactly.
+#[test]
+fn random_programs_match_the_model_under_jittered_wake_ups() {
+    // 6100 is 6 x 1, 6104 3 x 2 (see `shapes`).
+    sweep_clock(&modeled_variants(), ExecMode::Threads, &[6100, 6104], 6100..6160, true, Timing::Jittered);
+}
+
+/// A jittered case replays exactly: the same seed gives the same counters every time
+/// (what makes a failing seed worth printing).
+#[test]
+fn a_jittered_case_replays_exactly() {
+    let mut files = Vec::new();
+    for (seed, nodes, procs) in [(7201, 3, 2), (7204, 6, 1)] {
+        let case = Case {
+            class: Class::NoticeOverflow,
+            proto: CSM_DMS,
+            backend: FaultBackend::Mprotect,
+            nodes,
+            procs,
+            mode: ExecMode::Threads,
+            seed,
+            timing: Timing::Jittered,
+        };
+        let first = case.run(&mut files).unwrap_or_else(|e| panic!("{}: {e}", case.describe()));
+        let again = case.run(&mut files).unwrap_or_else(|e| panic!("{}: {e}", case.describe()));
+        assert_eq!(first, again, "{} ran two ways", case.describe());
+        assert!(first.notice_overflows > 0 && first.page_transfers > 0, "{first:?}");
+    }
+}
+
+/// The notice-overflow class under jittered wake-ups: receivers that invalidate
+/// everything, with exclusive holders flushing before they drop, recalls and fresh grants
+/// interleaved by late wake-ups. (A home processor that waited for a recall's flush slept
+/// through the recall's end and a fresh grant once in 38 long sweeps of
+/// `write_notice_ring_overflow_with_threads`; this sweep, with the long seeds and four
+/// settings of the jitter, did not catch that one: the fresh grant needs the holder to
+/// drop the page and fault it again within the window.)
+#[test]
+fn write_notice_ring_overflow_under_jittered_wake_ups() {
+    let seeds = seeds(&[7200, 7201, 7202, 7203], 7200..7284);
+    let sums = sweep_cases(Class::NoticeOverflow, &modeled_variants(), ExecMode::Threads, &seeds, class_shape, Timing::Jittered);
+    overflow_evidence(&sums);
 }
 
 // -----------------------------------------------------------------------------------
@@ -761,7 +860,7 @@ fn class_shape(seed: u64) -> Vec<(usize, usize)> {
 /// Runs `class` under all seven variants in `mode`; returns each variant's counters
 /// summed over the sweep. The default seeds run 1 and 2+ processors per node.
 fn sweep_class(class: Class, mode: ExecMode, default: &[u64], long: Range<u64>) -> Vec<(Protocol, Counters)> {
-    let sums = sweep_cases(class, &ALL, mode, &seeds(default, long), class_shape, ClockMode::Wall);
+    let sums = sweep_cases(class, &ALL, mode, &seeds(default, long), class_shape, Timing::Wall);
     for (proto, k) in &sums {
         eprintln!(
             "{} {mode} {}: diffs {} in {} messages ({} redirected midway), migrations {}, \
@@ -1434,7 +1533,7 @@ fn first_touch_after_initialization_under_the_modeled_clock() {
         ExecMode::Threads,
         &seeds(&[8010, 8011], 8200..8240),
         class_shape,
-        ClockMode::Modeled,
+        Timing::Modeled,
     );
     rehome_evidence(&sums);
 }
@@ -1487,7 +1586,7 @@ fn mpi_ranks_run_random_programs() {
     let np = support::mpi_ranks();
     let protos = [CSM_NONE, CSM_NONE_MG];
     let shapes = |_| vec![(np, 1), (np, 2)];
-    let wall = ClockMode::Wall;
+    let wall = Timing::Wall;
     let main = sweep_cases(Class::Main, &protos, ExecMode::Mpi, &seeds(&[0, 1], 0..40), shapes, wall);
     let chains = sweep_cases(Class::LockChains, &protos, ExecMode::Mpi, &seeds(&[2], 0..20), shapes, wall);
     if dsm::host::mpi_rank() == Some(0) && !replaying() {

@@ -700,6 +700,7 @@ impl Cluster {
                         cfg.profile.clone(),
                         work_fs,
                         cfg.cpu_scale,
+                        cfg.test_knobs.wake_jitter,
                     )
                 }))
             });
