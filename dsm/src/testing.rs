@@ -13,26 +13,76 @@ use std::sync::RwLock;
 /// A hook called with (node, page).
 pub type PageHook = fn(usize, usize);
 
-static CLAIM_ARMED: AtomicBool = AtomicBool::new(false);
-static CLAIM_HOOK: RwLock<Option<PageHook>> = RwLock::new(None);
+/// One hook point: unarmed, it costs the engine one atomic load.
+struct Hook {
+    armed: AtomicBool,
+    hook: RwLock<Option<PageHook>>,
+}
+
+impl Hook {
+    const fn new() -> Hook {
+        Hook {
+            armed: AtomicBool::new(false),
+            hook: RwLock::new(None),
+        }
+    }
+
+    fn set(&self, hook: Option<PageHook>) {
+        *self.hook.write().unwrap_or_else(|e| e.into_inner()) = hook;
+        self.armed.store(hook.is_some(), Ordering::Release);
+    }
+
+    fn call(&self, node: NodeId, page: PageId) {
+        if !self.armed.load(Ordering::Acquire) {
+            return;
+        }
+        let hook = *self.hook.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(hook) = hook {
+            hook(node.index(), page.index());
+        }
+    }
+}
+
+static CLAIM: Hook = Hook::new();
+static HOLDER: Hook = Hook::new();
+static RECALL_WAIT: Hook = Hook::new();
 
 /// Sets (or with `None` clears) the hook that a node's processor calls when it is about
 /// to claim a page by first touch (it found no home for the page and is about to ask the
 /// page's manager), with the node and the page. The hook may block: the claim waits.
 pub fn set_claim_hook(hook: Option<PageHook>) {
-    *CLAIM_HOOK.write().unwrap_or_else(|e| e.into_inner()) = hook;
-    CLAIM_ARMED.store(hook.is_some(), Ordering::Release);
+    CLAIM.set(hook);
 }
 
 /// Called by the engine before it claims `page` for `node`.
 pub(crate) fn claiming(node: NodeId, page: PageId) {
-    if !CLAIM_ARMED.load(Ordering::Acquire) {
-        return;
-    }
-    let hook = *CLAIM_HOOK.read().unwrap_or_else(|e| e.into_inner());
-    if let Some(hook) = hook {
-        hook(node.index(), page.index());
-    }
+    CLAIM.call(node, page);
+}
+
+/// Sets (or clears) the hook that a node's processor calls when the home has answered its
+/// fetch with the page's exclusive holder, before it sends the holder its recall (exclusive
+/// mode away from the home, `engine/service.rs`). The hook may block: the recall waits, and
+/// the home holds the page as being recalled.
+pub fn set_holder_hook(hook: Option<PageHook>) {
+    HOLDER.set(hook);
+}
+
+/// Called by the engine when `node` is told the holder of `page`, before it recalls it.
+pub(crate) fn told_holder(node: NodeId, page: PageId) {
+    HOLDER.call(node, page);
+}
+
+/// Sets (or clears) the hook that a processor of a page's home calls when it finds another
+/// node's recall of the page under way, after it let go of the page's lock and before it
+/// waits for the recall to end. The hook may block: the processor looks at the page only
+/// once it returns, whatever happened meanwhile.
+pub fn set_recall_wait_hook(hook: Option<PageHook>) {
+    RECALL_WAIT.set(hook);
+}
+
+/// Called by the engine before a home processor of `node` waits for a recall of `page`.
+pub(crate) fn waiting_for_recall(node: NodeId, page: PageId) {
+    RECALL_WAIT.call(node, page);
 }
 
 /// Runs `cmd` to its end and collects its output, as `Command::output` does, but for at

@@ -15,7 +15,6 @@ mod support;
 use dsm::{Cluster, Config, ExecMode};
 use support::backends;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::{Duration, Instant};
 
 /// The scenario's step, advanced by the processor that completes each step.
 static STEP: AtomicU32 = AtomicU32::new(0);
@@ -29,18 +28,9 @@ const P: usize = 0;
 const X: usize = 200;
 const Y: usize = 100;
 
-/// Waits until the scenario reaches `step`, failing the test (with the step it stood at)
-/// if the DSM does not get there within a minute: a hang is a failure, not a pass.
+/// Waits until the scenario reaches `step` (or fails the test within a minute).
 fn wait_step(step: u32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while STEP.load(Ordering::Acquire) < step {
-        assert!(
-            Instant::now() < deadline,
-            "scenario stuck before step {step} (at step {})",
-            STEP.load(Ordering::Acquire)
-        );
-        std::thread::yield_now();
-    }
+    support::wait_step(&STEP, step);
 }
 
 /// Holds node A's first claim of page P until node C has released its write of X.

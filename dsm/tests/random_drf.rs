@@ -838,7 +838,8 @@ fn a_jittered_case_replays_exactly() {
 /// through the recall's end and a fresh grant once in 38 long sweeps of
 /// `write_notice_ring_overflow_with_threads`; this sweep, with the long seeds and four
 /// settings of the jitter, did not catch that one: the fresh grant needs the holder to
-/// drop the page and fault it again within the window.)
+/// drop the page and fault it again within the window. `tests/recall.rs` opens that
+/// window every time.)
 #[test]
 fn write_notice_ring_overflow_under_jittered_wake_ups() {
     let seeds = seeds(&[7200, 7201, 7202, 7203], 7200..7284);

@@ -108,6 +108,7 @@ impl Node {
             };
             if st.awaits_recall() {
                 st.release_unchanged();
+                crate::testing::waiting_for_recall(self.id, p);
                 self.seam()
                     .until_flagged(WaitFor::Flush { page: p }, &self.flush_waiters, || {
                         self.look_at_page(p, |s| !s.awaits_recall())
@@ -351,6 +352,7 @@ impl Node {
                         "{}: {p} answered with holder {holder:?} (migrate {migrate})",
                         self.id
                     );
+                    crate::testing::told_holder(self.id, p);
                     let data = self.recall(p, holder);
                     flush = Some((holder, data));
                     continue;

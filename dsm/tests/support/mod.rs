@@ -95,3 +95,19 @@ pub fn mpi_ranks() -> usize {
         .find_map(|k| std::env::var(k).ok()?.parse().ok())
         .expect("this test runs under mpirun")
 }
+
+/// Waits until a scenario's step word reaches `step` (test hooks, `dsm::testing`), failing
+/// with the step it stood at if it does not get there within a minute: a hang is a failure,
+/// not a pass. The scenarios' steps take milliseconds.
+pub fn wait_step(word: &std::sync::atomic::AtomicU32, step: u32) {
+    use std::sync::atomic::Ordering;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while word.load(Ordering::Acquire) < step {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "scenario stuck before step {step} (at step {})",
+            word.load(Ordering::Acquire)
+        );
+        std::thread::yield_now();
+    }
+}
