@@ -78,8 +78,9 @@ pub(crate) struct PageState {
     /// At the home: the other node that holds the page in exclusive mode, if one does.
     /// The master copy is stale until that node's flush lands.
     pub excl_at: Option<NodeId>,
-    /// At the home: a node has been sent to recall the page from `excl_at`; other
-    /// requests for the page wait for its flush ([`PageState::awaits_recall`]).
+    /// At the home: a recaller (another node, or a processor here) is recalling the page
+    /// from `excl_at`: no grant is made until it reports, and while `excl_at` is still set
+    /// other requests wait for the flush ([`PageState::awaits_recall`]).
     pub recalling: bool,
     /// First touch after initialization (section 2.3.1, `engine/home.rs`), at the home:
     /// no node has touched the page since the program's initialization ended, so the
@@ -149,8 +150,8 @@ impl PageState {
 
     /// At the home: whether a request for the page waits for a recall under way: another
     /// node holds it exclusively (the master copy is stale) and a recaller has been sent
-    /// for it. Once the holder's flush lands (`excl_at` clears) or the recaller reports
-    /// (`recalling` clears), nothing more will end the wait: a waiter looks again, and
+    /// for it. Once the holder's flush lands (`excl_at` clears; the recaller's report
+    /// lands a flush too), nothing more will end the wait: a waiter looks again, and
     /// if the page has been granted anew meanwhile, to the same node or another, with
     /// no recall under way, it recalls the page itself (`Node::lock_for_fault`).
     pub fn awaits_recall(&self) -> bool {

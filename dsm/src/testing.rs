@@ -72,8 +72,8 @@ pub(crate) fn told_holder(node: NodeId, page: PageId) {
     HOLDER.call(node, page);
 }
 
-/// Sets (or clears) the hook that a processor of a page's home calls when it finds another
-/// node's recall of the page under way, after it let go of the page's lock and before it
+/// Sets (or clears) the hook that a processor of a page's home calls when it finds a recall
+/// of the page under way (by another node or another processor of its own), after it let go of the page's lock and before it
 /// waits for the recall to end. The hook may block: the processor looks at the page only
 /// once it returns, whatever happened meanwhile.
 pub fn set_recall_wait_hook(hook: Option<PageHook>) {

@@ -91,7 +91,7 @@ impl Node {
     /// first recalled from it (see `service.rs`, "Exclusive mode away from the home"): the
     /// processor releases the home page's lock before it asks (it never waits on the
     /// network holding it), and applies the holder's page under the lock again; if another
-    /// node's recall of the page is under way, it waits for that recall to end instead
+    /// recall of the page is under way (by another node, or another processor here), it waits until the holder's flush lands instead
     /// ([`crate::page::PageState::awaits_recall`]), as a waiter for the page's state (module doc,
     /// "Wake-ups on a page's release"), and then starts over: the page may have been
     /// granted anew meanwhile, and then it recalls it itself. (Waiting for `excl_at` to

@@ -58,10 +58,10 @@
 //! [`PageGuard::defer`]; the module doc of `engine`, "Wake-ups on a page's release", says
 //! why that cannot loop) until the flush lands: X's writes after the recall start from a
 //! copy equal to the flushed page and reach the master after it. A fault of the home's
-//! own processors waits for the same (`Node::lock_for_fault`). Each waiter then looks
-//! again from the start: the page may have been granted anew meanwhile, to X or another
-//! node, with no recall under way, and the waiter then starts one (a fetch is answered
-//! `Holder`; a home processor recalls the page itself).
+//! own processors waits for the same (`Node::lock_for_fault`). A deferred message is
+//! retried before any fetch queued behind it, and the recaller's flush grants nothing, so
+//! it never finds the page granted anew; a home processor can, and then recalls the page
+//! itself.
 //! While a recall is pending no grant is made, so `excl_at` only clears until the
 //! recaller reports: the flush applied is always the current holder's, and at most once
 //! (X's data comes only from an exclusive copy, and `excl_at` clears when it lands). A
