@@ -404,7 +404,7 @@ mod tests {
     use super::*;
 
     /// The states a recall passes through at the home, and whether a request waits in
-    /// each. The third is the one that hung a run (random_drf, notice-overflow, seed 7036,
+    /// each. The last is the one that hung a run (random_drf, notice-overflow, seed 7036,
     /// CSM-DMS, 3 x 1 threads): a home processor that waited for `excl_at` to clear slept
     /// through a recall's end, and the holder's next grant left it waiting for a flush
     /// that nobody would ask for.

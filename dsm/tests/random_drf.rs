@@ -779,24 +779,18 @@ fn random_programs_match_the_model_under_migration_and_broadcast() {
     sweep(&[CSM_MS_MG, CSM_NONE_MG, CSM_ADB], ExecMode::Threads, &[5000, 5001], 5000..5040);
 }
 
+/// The variants the modeled clock runs (`ClockMode::refuses`: all seven today).
+fn modeled_variants() -> Vec<Protocol> {
+    ALL.iter().copied().filter(|p| ClockMode::Modeled.refuses(p).is_none()).collect()
+}
+
 /// The same programs as one simulation under the modeled clock (`dsm::sched`): deferred
 /// network writes, one processor at a time, handlers run by waiting processors or the
 /// node's service activity.
 #[test]
 fn random_programs_match_the_model_under_the_modeled_clock() {
-    // The variants the modeled clock runs (`ClockMode::refuses`: all seven today).
-    let protos: Vec<Protocol> = ALL
-        .iter()
-        .copied()
-        .filter(|p| ClockMode::Modeled.refuses(p).is_none())
-        .collect();
     // 5994 is 4 x 1, 6000 3 x 2 (see `shapes`).
-    sweep_clock(&protos, ExecMode::Threads, &[5994, 6000], 5990..6040, true, Timing::Modeled);
-}
-
-/// The variants the modeled clock runs (`ClockMode::refuses`: all seven today).
-fn modeled_variants() -> Vec<Protocol> {
-    ALL.iter().copied().filter(|p| ClockMode::Modeled.refuses(p).is_none()).collect()
+    sweep_clock(&modeled_variants(), ExecMode::Threads, &[5994, 6000], 5990..6040, true, Timing::Modeled);
 }
 
 /// The same programs under the modeled clock with jittered wake-ups (`Timing::Jittered`):
@@ -1522,15 +1516,10 @@ fn first_touch_after_initialization_with_processes() {
 
 #[test]
 fn first_touch_after_initialization_under_the_modeled_clock() {
-    let protos: Vec<Protocol> = ALL
-        .iter()
-        .copied()
-        .filter(|p| ClockMode::Modeled.refuses(p).is_none())
-        .collect();
     // 8010 is 4 x 3, 8011 5 x 4.
     let sums = sweep_cases(
         Class::Initialized,
-        &protos,
+        &modeled_variants(),
         ExecMode::Threads,
         &seeds(&[8010, 8011], 8200..8240),
         class_shape,

@@ -90,13 +90,14 @@ impl Node {
     /// Locks `p` for a fault. At the home, a page another node holds in exclusive mode is
     /// first recalled from it (see `service.rs`, "Exclusive mode away from the home"): the
     /// processor releases the home page's lock before it asks (it never waits on the
-    /// network holding it), and applies the holder's page under the lock again; if another
-    /// recall of the page is under way (by another node, or another processor here), it waits until the holder's flush lands instead
-    /// ([`crate::page::PageState::awaits_recall`]), as a waiter for the page's state (module doc,
-    /// "Wake-ups on a page's release"), and then starts over: the page may have been
-    /// granted anew meanwhile, and then it recalls it itself. (Waiting for `excl_at` to
-    /// clear instead hung a run: the recall ended, the holder was granted the page again
-    /// before this processor looked, and no recall was ever sent for that grant.) Its look
+    /// network holding it), and applies the holder's page under the lock again; if a recall
+    /// of the page is under way (by another node, or another processor here), it waits
+    /// until the holder's flush lands instead ([`crate::page::PageState::awaits_recall`]),
+    /// as a waiter for the page's state (module doc, "Wake-ups on a page's release"), and
+    /// then starts over: the page may have been granted anew meanwhile, and then it
+    /// recalls it itself. (Waiting for `excl_at` to clear instead hung a run: the recall
+    /// ended, the holder was granted the page again before this processor looked, and no
+    /// recall was ever sent for that grant; `tests/recall.rs` replays it.) Its look
     /// takes the lock only if it is free and releases it unchanged; a busy lock ends the
     /// wait, and the processor waits for the lock in [`Node::lock_page`] instead, which
     /// every release wakes.
