@@ -22,8 +22,20 @@
 //!   from this program on this input. `tspfile16`, the size first planned for `small`,
 //!   takes 0.15 s. `small` is therefore the longer run of the two.
 //!
-//! `tspfilegr17` (symmetric, TSPLIB optimum 2085) needs over a minute with the original's
-//! search and 10 s with `dfs_bound=cheapest_exit`. `fri26.matrix` is read but refused by
+//! `tspfilegr17` (symmetric, TSPLIB optimum 2085) takes 536.5 s sequentially with the
+//! original's search (measured 2026-11-29, release build, idle host; `--param
+//! input=tsp/tspfilegr17`), about 900 times `tspfile17`, and 10 s with
+//! `dfs_bound=cheapest_exit`. That is the order of Table 3's 1342 s on a 600 MHz 21164A,
+//! where `tspfile17` would take seconds, so the paper's 17-city input was more likely this
+//! one (or one whose search is as long): charged over `tspfile17`'s edges, Table 3's time
+//! is 8.6 us an edge, thousands of cycles for a loop step. It is not the paper size here
+//! because the modeled table simulates every parallel search on one host CPU: seven cells
+//! of about nine minutes each and the sequential run, over half an hour of CPU against
+//! the paper table's 20 minutes (issue 17). With `tspfile17`, the searchers' start before
+//! a short tour is known is a large share of the search (1.36 times the sequential work,
+//! "Counted work" below) and one long last subtree holds the end (at 8 x 4 one processor
+//! counts 9.5 M edges where the others count 6.2-7.1 M), so the speedup at 8 x 4 is 16.0
+//! against the paper's 33.9: a consequence of the input, reported, not tuned. `fri26.matrix` is read but refused by
 //! `max_cities` (default 20): it did not finish in 30 s even with the cheaper bound.
 //!
 //! # Synchronization of the parallel version
