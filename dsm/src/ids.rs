@@ -20,7 +20,8 @@ use std::fmt;
 pub const MAX_NODES: usize = 32;
 
 /// Index of a coherence page in the shared heap. Invariant: < the heap's page count
-/// (checked by the engine, which alone knows the heap's size).
+/// (checked by the engine, which alone knows the heap's size: for a page from the wire,
+/// by `wire::Msg::check` before the message is handled).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct PageId(pub u32);
 

@@ -90,7 +90,12 @@ pub struct HostCosts {
     pub copy_ns_per_byte: f64,
     /// Comparing a page with its twin to find a diff, per byte of the page.
     pub diff_scan_ns_per_byte: f64,
-    /// Encoding one run of changed bytes into a diff.
+    /// Encoding one run into a diff: a run of consecutive changed words, as
+    /// `crate::diff::encode` makes them (a word changed in part carries a byte mask). The
+    /// charge is per word run, as the paper's diffs compare page and twin word by word;
+    /// under remote-write data a run goes out as its changed byte ranges (so other nodes'
+    /// bytes of a word survive), still charged as one run, since the modeled wire time
+    /// counts bytes, not pieces. `diff_runs` counts the same runs.
     pub diff_run_ns: u64,
     /// Applying a diff at the home, per byte of changed data.
     pub diff_apply_ns_per_byte: f64,

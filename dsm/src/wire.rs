@@ -172,11 +172,78 @@ pub(crate) enum DecodeError {
     )]
     RunOutsidePage {
         offset: u32,
-        len: u32,
+        len: usize,
         page_bytes: usize,
     },
     #[error("diff run at offset {offset}, which is not a multiple of the 8-byte word")]
     UnalignedRun { offset: u32 },
+    #[error("{record} record names page {page}, but the heap has {pages} pages")]
+    PageOutOfRange {
+        record: &'static str,
+        page: u32,
+        pages: usize,
+    },
+    #[error("{record} record names node {node}, but the cluster has {nodes} nodes")]
+    NodeOutOfRange {
+        record: &'static str,
+        node: u16,
+        nodes: usize,
+    },
+    #[error("{record} record's sharing set {bits:#x} names nodes beyond the cluster's {nodes}")]
+    SetOutOfRange {
+        record: &'static str,
+        bits: u64,
+        nodes: usize,
+    },
+}
+
+/// What a receiver knows that the decoder does not: the sizes its ids must fall in. The
+/// decoder checks the format's own limits (a node below `MAX_NODES`, runs inside a page);
+/// [`Msg::check`] and [`Reply::check`] check a decoded record against the heap and the
+/// cluster, so that an id out of range is reported with its sender and record, not met
+/// later as an index out of bounds far from the message.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    pub pages: usize,
+    pub nodes: usize,
+}
+
+impl Bounds {
+    fn page(self, record: &'static str, page: PageId) -> Result<(), DecodeError> {
+        if page.index() < self.pages {
+            Ok(())
+        } else {
+            Err(DecodeError::PageOutOfRange {
+                record,
+                page: page.0,
+                pages: self.pages,
+            })
+        }
+    }
+
+    fn node(self, record: &'static str, node: NodeId) -> Result<(), DecodeError> {
+        if node.index() < self.nodes {
+            Ok(())
+        } else {
+            Err(DecodeError::NodeOutOfRange {
+                record,
+                node: node.index() as u16,
+                nodes: self.nodes,
+            })
+        }
+    }
+
+    fn set(self, record: &'static str, set: NodeSet) -> Result<(), DecodeError> {
+        if set.bits() & !NodeSet::first(self.nodes).bits() == 0 {
+            Ok(())
+        } else {
+            Err(DecodeError::SetOutOfRange {
+                record,
+                bits: set.bits(),
+                nodes: self.nodes,
+            })
+        }
+    }
 }
 
 /// A request or one-way message. [`Msg::kind`] is the u16 the transport carries.
@@ -362,7 +429,8 @@ impl<'a> DiffRuns<'a> {
             if words & diff::MASKED != 0 {
                 r.bytes(n)?;
             }
-            r.bytes(n * diff::WORD)?;
+            // Saturating: on a 32-bit host a garbage count must not wrap to a short read.
+            r.bytes(n.saturating_mul(diff::WORD))?;
         }
         Ok(DiffRuns {
             count,
@@ -402,7 +470,7 @@ impl<'a> DiffRuns<'a> {
             if run.offset as u64 + run.data.len() as u64 > page_bytes as u64 {
                 return Err(DecodeError::RunOutsidePage {
                     offset,
-                    len: run.data.len() as u32,
+                    len: run.data.len(),
                     page_bytes,
                 });
             }
@@ -494,6 +562,31 @@ impl<'a> Msg<'a> {
             Msg::FlagSet { .. } => kind::FLAG_SET,
             Msg::FlagWait { .. } => kind::FLAG_WAIT,
             Msg::Shutdown => kind::STOP,
+        }
+    }
+
+    /// Checks the pages and nodes this message names against the receiver's heap and
+    /// cluster ([`Bounds`]). Lock, barrier and flag numbers are the synchronization
+    /// manager's to check (`crate::sync`).
+    pub(crate) fn check(&self, b: Bounds) -> Result<(), DecodeError> {
+        let record = kind_name(self.kind()).unwrap_or("message");
+        match *self {
+            Msg::HomeQuery { page }
+            | Msg::Fetch { page, .. }
+            | Msg::Diff { page, .. }
+            | Msg::Drop { page }
+            | Msg::Recall { page } => b.page(record, page),
+            Msg::Flush { page, holder, .. } => {
+                b.page(record, page)?;
+                b.node(record, holder)
+            }
+            Msg::Notice { pages } => pages.iter().try_for_each(|p| b.page(record, p)),
+            Msg::LockAcquire { .. }
+            | Msg::LockRelease { .. }
+            | Msg::Barrier { .. }
+            | Msg::FlagSet { .. }
+            | Msg::FlagWait { .. }
+            | Msg::Shutdown => Ok(()),
         }
     }
 
@@ -701,6 +794,21 @@ impl<'a> Reply<'a> {
                     u32::try_from(data.len()).expect("page data exceeds u32"),
                 );
             }
+        }
+    }
+
+    /// Checks the nodes this reply names (a home, a holder, a sharing set) against the
+    /// receiver's cluster ([`Bounds`]).
+    pub(crate) fn check(&self, b: Bounds) -> Result<(), DecodeError> {
+        let record = "reply";
+        match *self {
+            Reply::Ack | Reply::Flushed { .. } => Ok(()),
+            Reply::Home { home } | Reply::Moved { home } => b.node(record, home),
+            Reply::Holder { holder } => b.node(record, holder),
+            Reply::Page { meta, .. }
+            | Reply::Refused { meta }
+            | Reply::Granted { meta, .. }
+            | Reply::DiffAck { meta } => b.set(record, meta.sharers),
         }
     }
 
@@ -1504,6 +1612,74 @@ mod tests {
             assert_eq!(encode_msg(&msg), bytes, "{msg:?}");
             assert_eq!(Msg::decode(kind, bytes), Ok(msg));
         }
+    }
+
+    #[test]
+    fn ids_beyond_the_heap_or_the_cluster_are_refused_with_the_record() {
+        let b = Bounds { pages: 4, nodes: 3 };
+        let mut buf = Vec::new();
+        // Inside: the last page, the last node, a set of every node.
+        assert_eq!(Msg::Drop { page: PageId(3) }.check(b), Ok(()));
+        let flush = |page, holder| Msg::Flush {
+            page: PageId(page),
+            holder: NodeId(holder),
+            fetch: false,
+            data: &[],
+        };
+        assert_eq!(flush(3, 2).check(b), Ok(()));
+        let meta = |bits| Piggyback {
+            sharers: NodeSet::from_bits(bits),
+            home_writing: false,
+        };
+        assert_eq!(Reply::DiffAck { meta: meta(0b111) }.check(b), Ok(()));
+        // One beyond, in each place an id travels.
+        let page4 = Err(DecodeError::PageOutOfRange {
+            record: "Fetch",
+            page: 4,
+            pages: 4,
+        });
+        let fetch = Msg::Fetch {
+            page: PageId(4),
+            migrate: false,
+            exclusive: false,
+            rehome: false,
+            needs_page: false,
+            version: 0,
+            check: 0,
+        };
+        assert_eq!(fetch.check(b), page4);
+        assert_eq!(
+            flush(0, 3).check(b),
+            Err(DecodeError::NodeOutOfRange {
+                record: "Flush",
+                node: 3,
+                nodes: 3
+            })
+        );
+        let notice = Msg::Notice {
+            pages: PageList::encode_from([PageId(0), PageId(9)], &mut buf),
+        };
+        assert_eq!(
+            notice.check(b),
+            Err(DecodeError::PageOutOfRange {
+                record: "Notice",
+                page: 9,
+                pages: 4
+            })
+        );
+        assert_eq!(
+            Reply::Moved { home: NodeId(5) }.check(b),
+            Err(DecodeError::NodeOutOfRange {
+                record: "reply",
+                node: 5,
+                nodes: 3
+            })
+        );
+        let err = Reply::DiffAck { meta: meta(0b1011) }.check(b).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "reply record's sharing set 0xb names nodes beyond the cluster's 3"
+        );
     }
 
     #[test]

@@ -124,8 +124,7 @@ impl Managed {
         }
         match msg {
             Msg::LockAcquire { lock } => {
-                let id = lock as usize;
-                let (held, queue) = &mut g.locks[id];
+                let (held, queue) = object(&mut g.locks, "lock", lock, m.from);
                 if *held {
                     queue.push_back(me);
                 } else {
@@ -134,16 +133,15 @@ impl Managed {
                 }
             }
             Msg::LockRelease { lock } => {
-                let id = lock as usize;
-                let (held, queue) = &mut g.locks[id];
-                assert!(*held, "lock {id} released at its manager while free");
+                let (held, queue) = object(&mut g.locks, "lock", lock, m.from);
+                assert!(*held, "lock {lock} released at its manager while free");
                 match queue.pop_front() {
                     Some(next) => grant(next),
                     None => *held = false,
                 }
             }
             Msg::Barrier { barrier, .. } => {
-                let waiting = &mut g.barriers[barrier as usize];
+                let waiting = object(&mut g.barriers, "barrier", barrier, m.from);
                 waiting.push(me);
                 if waiting.len() == host.nodes() {
                     for w in waiting.drain(..) {
@@ -152,7 +150,7 @@ impl Managed {
                 }
             }
             Msg::FlagSet { flag } => {
-                let (set, waiting) = &mut g.flags[flag as usize];
+                let (set, waiting) = object(&mut g.flags, "flag", flag, m.from);
                 *set = true;
                 for w in waiting.drain(..) {
                     grant(w);
@@ -160,7 +158,7 @@ impl Managed {
                 grant(me);
             }
             Msg::FlagWait { flag } => {
-                let (set, waiting) = &mut g.flags[flag as usize];
+                let (set, waiting) = object(&mut g.flags, "flag", flag, m.from);
                 if *set {
                     grant(me);
                 } else {
@@ -169,5 +167,37 @@ impl Managed {
             }
             other => panic!("not a synchronization message: {other:?}"),
         }
+    }
+}
+
+/// The synchronization object `id` of `objects`, named in a message from `from`; an id the
+/// program never created is reported with its sender (the message is malformed), not met
+/// as a bare index out of bounds.
+fn object<'g, T>(objects: &'g mut [T], what: &str, id: u32, from: crate::ids::NodeId) -> &'g mut T {
+    let count = objects.len();
+    objects.get_mut(id as usize).unwrap_or_else(|| {
+        panic!("malformed synchronization message from {from}: {what} {id}, but the program has {count}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::object;
+    use crate::ids::NodeId;
+
+    #[test]
+    fn an_object_the_program_never_created_is_reported_with_its_sender() {
+        let mut locks = vec![10, 20];
+        *object(&mut locks, "lock", 1, NodeId::from_usize(2)) += 1;
+        assert_eq!(locks, [10, 21]);
+        let err = std::panic::catch_unwind(move || {
+            *object(&mut locks, "lock", 2, NodeId::from_usize(2)) += 1;
+        })
+        .unwrap_err();
+        let text = err.downcast_ref::<String>().expect("a formatted panic");
+        assert_eq!(
+            text,
+            "malformed synchronization message from node 2: lock 2, but the program has 2"
+        );
     }
 }
