@@ -384,11 +384,13 @@ fn oversized_message_is_a_clear_error() {
     assert!(msg.contains("exceeds the largest message"), "{msg}");
 }
 
-/// A node that dies mid-run: the launcher names it and the cause, stops the rest (which
-/// are blocked waiting for the dead node), and returns within a second of the death.
-fn crash(mode: ExecMode, how: &'static str) -> (LaunchError, Duration) {
-    let start = Instant::now();
-    let e = launch(&spec(3, mode), move |ctx| {
+/// A node that dies mid-run: the launcher names it and the cause and stops the rest, which
+/// wait for it in the test barrier. Were the crash path broken, a survivor's barrier would
+/// give up after its 60 s deadline and the run would end in that panic's report instead,
+/// so the exact message proves the crash path, with no wall-clock bound that a loaded
+/// host could break, and the test cannot hang.
+fn crash(mode: ExecMode, how: &'static str) -> LaunchError {
+    launch(&spec(3, mode), move |ctx| {
         let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let bar = barrier_region(&net);
         net_barrier(&net, bar, 1);
@@ -403,15 +405,13 @@ fn crash(mode: ExecMode, how: &'static str) -> (LaunchError, Duration) {
         net_barrier(&net, bar, 2);
         Ok(Vec::new())
     })
-    .unwrap_err();
-    (e, start.elapsed())
+    .unwrap_err()
 }
 
 #[test]
 fn crashed_node_is_reported_with_threads() {
-    let (e, t) = crash(ExecMode::Threads, "panic");
+    let e = crash(ExecMode::Threads, "panic");
     assert_eq!(e.to_string(), "node 1 failed: panicked: node one gives up");
-    assert!(t < Duration::from_secs(5), "took {t:?}");
 }
 
 #[test]
@@ -425,11 +425,8 @@ fn crashed_node_is_reported_with_processes() {
         ),
     ] {
         match crash(ExecMode::Processes, how) {
-            (e, _) if dsm::OtherRun::is_other_run(&e) => continue,
-            (e, t) => {
-                assert_eq!(e.to_string(), want);
-                assert!(t < Duration::from_secs(5), "{how}: took {t:?}");
-            }
+            e if dsm::OtherRun::is_other_run(&e) => continue,
+            e => assert_eq!(e.to_string(), want, "{how}"),
         }
     }
 }

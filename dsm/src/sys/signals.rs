@@ -408,7 +408,13 @@ mod tests {
         for within in [0, 8192, 1 << 20] {
             let ns = fault_round_trips_within_ns(8192, within, 50).expect("measured");
             assert_eq!(ns.len(), 50);
-            assert!(ns.iter().all(|&t| (100..100_000_000).contains(&t)), "{within}: {ns:?}");
+            // Every sample is a real round trip (no fault is that cheap); the median is
+            // far below a millisecond's order on any host, where one sample may be hit by
+            // a preemption on a loaded one.
+            assert!(ns.iter().all(|&t| t >= 100), "{within}: {ns:?}");
+            let mut sorted = ns.clone();
+            sorted.sort_unstable();
+            assert!(sorted[ns.len() / 2] < 100_000_000, "{within}: {ns:?}");
             assert!(!take_fault_delivered(), "the faults were left marked");
         }
     }
