@@ -149,6 +149,11 @@ pub(crate) struct Control {
     /// The cores this host gives the process that created the block (its CPU affinity);
     /// 0 if unknown, which turns the running count's rule off.
     cores: AtomicU32,
+    /// The cores the cluster's processors are bound to (`crate::wait`, "Placement"), one
+    /// bit each (cores 0 to 63), and of those the ones whose processor is parked now: the
+    /// idle service steps off a core whose bound processor may want it (`wait::step_off`).
+    bound_cores: AtomicU64,
+    parked_cores: AtomicU64,
 }
 
 impl Control {
@@ -168,6 +173,33 @@ impl Control {
         self.nodes.store(nodes as u32, Ordering::Relaxed);
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         self.cores.store(cores.min(u32::MAX as usize) as u32, Ordering::Relaxed);
+    }
+
+    /// A processor of the cluster is bound to `core` from now on.
+    pub(crate) fn bind_core(&self, core: usize) {
+        if core < 64 {
+            self.bound_cores.fetch_or(1 << core, Ordering::Relaxed);
+        }
+    }
+
+    /// The processor bound to `core` parks (`parked`) or runs again.
+    pub(crate) fn core_parked(&self, core: usize, parked: bool) {
+        if core < 64 {
+            if parked {
+                self.parked_cores.fetch_or(1 << core, Ordering::Relaxed);
+            } else {
+                self.parked_cores.fetch_and(!(1 << core), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The cores with a bound processor, and of those the ones whose processor is
+    /// parked, as bit sets. A hint for placement only: stale bits cost time, not progress.
+    pub(crate) fn core_use(&self) -> (u64, u64) {
+        (
+            self.bound_cores.load(Ordering::Relaxed),
+            self.parked_cores.load(Ordering::Relaxed),
+        )
     }
 
     /// Counts a runtime thread in (`by` 1) or out (`by` -1) of the running ones.

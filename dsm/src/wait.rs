@@ -183,6 +183,23 @@
 //! contended lock 0.95 -> 12.3 us, since that answer comes from the lock's holder, not
 //! the service; it was dropped.)
 //!
+//! Given its CPUs back, a spinning service stays on the core it runs on (the kernel does
+//! not move a running thread to an idle core), which may be a bound processor's: the
+//! processor, runnable, then waited for the rest of the service's time slice. So the
+//! idle service that has spun `STEP_OFF_AFTER_NS` on a core whose bound processor is not
+//! parked (the control block keeps the bound cores and the parked ones) moves to a core
+//! of its CPUs that no such processor holds (`step_off`: bound to those, which moves it
+//! at once, then to all its CPUs again). `perf sched` on `bench proto` (2 x 1, processes)
+//! had shown node 0's idle service spinning 4-10 ms on node 1's processor's core, beside
+//! an idle core, while that processor waited with its reply in its mailbox. 12 runs
+//! each, interleaved: page fetches of 2-8 ms in 3 of 12 runs before (max over 1,000
+//! fetches), none above 150 us after; medians unchanged (CSM-None 5.00 -> 4.91 us,
+//! CSM-DMS 5.13 -> 5.19), CSM-None's contended lock 0.94 -> 0.48 us, the rest within
+//! noise; SOR 2048 x 2048 x 50 on 2 x 1 (5 pairs) CSM-None 1.52 -> 1.54, CSM-DMS 1.70
+//! -> 1.75 (medians). Moving at once, at every free spin, made some runs' fetches 6
+//! times slower (a service woken onto the processor's core at each fetch moved each
+//! time).
+//!
 //! # Sleepers and wakers
 //!
 //! Every node has one doorbell in the cluster's control block (`crate::control`): a futex
@@ -282,6 +299,10 @@ const CROWDED_FOR_NS: u64 = 20_000_000;
 /// On a crowded host a wait spins this many checks (a few microseconds: an answer already
 /// on its way, a lock's loopback) before it parks.
 const CROWDED_SPIN_CHECKS: u32 = 64;
+/// How long the idle service spins on a core whose bound processor is not parked before
+/// it moves off it (`step_off`): a bound processor that wants the core waits at most
+/// about this long, instead of the rest of a time slice (4 ms here).
+const STEP_OFF_AFTER_NS: u64 = 100_000;
 /// The longest a parked thread sleeps before it looks again: a safety net, never the
 /// reason a wait ends (see the module doc).
 const PARK_TIMEOUT: Duration = Duration::from_millis(20);
@@ -721,8 +742,13 @@ impl<'a> Seam<'a> {
         let mut spins = 0u32;
         let mut limit = self.spin_limit(idle);
         if idle && limit > 0 {
-            self.free_service();
+            free_service(self.control.bell(self.node));
         }
+        // The idle service moves off a core a bound processor may need once it has spun
+        // there this long (`step_off`): at most once a wait, and not at once, since moving
+        // costs two affinity calls and a service woken for one message is mostly gone
+        // again sooner (moving at every wake made the page fetch 6x slower in some runs).
+        let mut step_off_at = if idle { began_ns + STEP_OFF_AFTER_NS } else { u64::MAX };
         while spins < limit {
             if ready() {
                 return true;
@@ -740,6 +766,10 @@ impl<'a> Seam<'a> {
                     return false;
                 }
                 limit = self.spin_limit(idle);
+                if now >= step_off_at && limit == u32::MAX {
+                    self.free_service();
+                    step_off_at = u64::MAX;
+                }
             }
             std::hint::spin_loop();
         }
@@ -772,9 +802,10 @@ impl<'a> Seam<'a> {
     /// The idle service about to spin on a core nobody else wants: if a processor of
     /// another node bound it to its own core to answer it (`bring_service_here`), it
     /// gives the binding back, so that it does not share that core with the processor
-    /// while another stands free.
+    /// while another stands free, and if it runs on that core now it moves off it at once
+    /// ([`step_off`]).
     fn free_service(&self) {
-        free_service(self.control.bell(self.node));
+        step_off(self.control, self.control.bell(self.node));
     }
 
     /// How many checks a wait spins before it yields (a processor) or parks (the idle
@@ -822,7 +853,15 @@ impl<'a> Seam<'a> {
         let now_ready = ready();
         if !now_ready && !self.control.aborted() {
             self.control.count_running(-1);
+            // A bound processor leaves its core to whoever the idle service is ("Placement").
+            let core = BOUND_CORE.with(|c| c.get()).checked_sub(1);
+            if let Some(core) = core {
+                self.control.core_parked(core as usize, true);
+            }
             sys::futex_wait(word, seen, Some(PARK_TIMEOUT));
+            if let Some(core) = core {
+                self.control.core_parked(core as usize, false);
+            }
             self.control.count_running(1);
         }
         bell.parked.fetch_sub(1, Ordering::SeqCst);
@@ -994,9 +1033,11 @@ impl Drop for ServiceMovable<'_> {
     }
 }
 
-/// Records that the calling processor thread is bound to `core` ("Placement").
-pub(crate) fn bound_to(core: usize) {
+/// Records that the calling processor thread is bound to `core` ("Placement"), here and
+/// in the cluster's control block.
+pub(crate) fn bound_to(control: &Control, core: usize) {
     BOUND_CORE.with(|c| c.set(core as u32 + 1));
+    control.bind_core(core);
 }
 
 /// Gives a service that a processor bound to its core ([`bring_service_here`]) its own
@@ -1007,6 +1048,56 @@ fn free_service(bell: &crate::control::Doorbell) {
         let cpus: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
         rebind_service(bell, 0, &cpus);
     }
+}
+
+/// The idle service about to spin (the running threads fit the cores) gives back a
+/// binding to a processor's core (`bring_service_here`), and if it runs on a core whose
+/// bound processor is not parked (that processor computes, or waits spinning and may need
+/// the core any moment), it moves to one of its CPUs that no such processor holds: it
+/// binds itself to those CPUs, which moves it before the call returns, and then to all
+/// its CPUs, which leaves it where it landed. The kernel does not move a running thread
+/// to an idle core: `perf sched` on `bench proto` (2 x 1, processes) showed node 0's idle
+/// service spinning 4-10 ms on node 1's processor's core beside an idle core (node 0's
+/// processor was parked at a barrier), while that processor waited its turn with its
+/// reply already in its mailbox: page fetches of 6-8 ms in a quarter of the runs. Only
+/// the service itself moves; called from another thread this only gives the binding
+/// back. Under the `service_binding` word, as [`rebind_service`].
+fn step_off(control: &Control, bell: &crate::control::Doorbell) {
+    let tid = bell.service_tid.load(Ordering::Acquire);
+    if tid == 0 {
+        return; // processors unbound: the kernel places everything
+    }
+    let mine = tid == sys::thread_id();
+    let core = bell.service_core.load(Ordering::Relaxed);
+    let set = bell.service_cpus.load(Ordering::Relaxed);
+    let (bound, parked) = control.core_use();
+    let cpu = if mine { sys::current_cpu().filter(|&c| c < 64) } else { None };
+    let crowding = cpu.filter(|&c| bound & 1 << c != 0 && parked & 1 << c == 0);
+    if core == 0 && crowding.is_none() {
+        return;
+    }
+    if bell
+        .service_binding
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let own: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
+    let mut moved = false;
+    if let Some(here) = crowding {
+        let room: Vec<usize> = own
+            .iter()
+            .copied()
+            .filter(|&c| c != here && (bound & 1 << c == 0 || parked & 1 << c != 0))
+            .collect();
+        // Best effort: a failure leaves the thread where it is.
+        moved = !room.is_empty() && sys::bind_thread(tid, &room).is_ok();
+    }
+    if (moved || bell.service_core.load(Ordering::Relaxed) != 0) && sys::bind_thread(tid, &own).is_ok() {
+        bell.service_core.store(0, Ordering::Relaxed);
+    }
+    bell.service_binding.store(0, Ordering::Release);
 }
 
 /// Before a processor bound to a core rings a parked service when no core stands free,
@@ -1406,7 +1497,7 @@ mod tests {
                 ask.send(free).unwrap();
                 told.recv().unwrap()
             };
-            bound_to(target);
+            bound_to(&control, target);
             // The service counts as parked, so a message rings it.
             bell.service_parked.store(1, Ordering::SeqCst);
 
@@ -1439,6 +1530,42 @@ mod tests {
             control.count_running(1 - taken);
             bell.service_parked.store(0, Ordering::SeqCst);
             drop(ask);
+        });
+    }
+
+    /// The idle service spinning on a core whose bound processor is not parked moves off
+    /// it, with its own CPUs given back; on a core whose processor is parked it stays.
+    #[test]
+    fn an_idle_service_moves_off_a_core_whose_processor_may_need_it() {
+        let control = fabric();
+        let all = sys::allowed_cpus();
+        let bell = control.bell(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _movable = service_movable(bell);
+                if bell.service_tid.load(Ordering::SeqCst) == 0 {
+                    // Only CPUs beyond the bit set keep a service from being movable.
+                    assert!(all.iter().any(|&c| c >= 64), "a service on CPUs {all:?} was not published");
+                    return;
+                }
+                let busy = all[0];
+                control.bind_core(busy);
+                // On the core of a processor that is parked: nothing to leave.
+                control.core_parked(busy, true);
+                sys::pin_thread(busy).unwrap();
+                Seam::new(&control, 0).free_service();
+                assert_eq!(sys::current_cpu(), Some(busy));
+                assert_eq!(sys::allowed_cpus(), vec![busy], "a service beside a parked processor moved");
+                // The processor runs again: the service leaves its core if it has another.
+                control.core_parked(busy, false);
+                Seam::new(&control, 0).free_service();
+                if all.len() > 1 {
+                    assert_ne!(sys::current_cpu(), Some(busy), "the service stayed beside the processor");
+                    assert_eq!(sys::allowed_cpus(), all, "the service did not get its CPUs back");
+                } else {
+                    assert_eq!(sys::current_cpu(), Some(busy));
+                }
+            });
         });
     }
 

@@ -406,7 +406,7 @@ impl Run<'_> {
                             if let Some(claim) = proc_cores {
                                 // A binding that fails leaves the kernel to place the thread.
                                 if sys::pin_thread(claim.cores()[local]).is_ok() {
-                                    crate::wait::bound_to(claim.cores()[local]);
+                                    node.net.bound_to(claim.cores()[local]);
                                 }
                             }
                             self.processor(local, body)

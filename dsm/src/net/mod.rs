@@ -381,6 +381,12 @@ impl Net {
         crate::wait::Running::start(self.port.control())
     }
 
+    /// Records that the calling processor thread is bound to `core` (`crate::wait`,
+    /// "Placement").
+    pub(crate) fn bound_to(&self, core: usize) {
+        crate::wait::bound_to(self.port.control(), core)
+    }
+
     /// Publishes the calling service thread's id, so that a bound processor of another
     /// node that wakes it may bind it to its own core (`crate::wait`, "Placement"), until
     /// the result is dropped.
