@@ -193,7 +193,9 @@
 //! had shown node 0's idle service spinning 4-10 ms on node 1's processor's core, beside
 //! an idle core, while that processor waited with its reply in its mailbox. 12 runs
 //! each, interleaved: page fetches of 2-8 ms in 3 of 12 runs before (max over 1,000
-//! fetches), none above 150 us after; medians unchanged (CSM-None 5.00 -> 4.91 us,
+//! fetches), none above 150 us after (a second set: 2 of 12 runs with 2.5-2.7 ms, from
+//! other events: a woken service queued behind a spinning processor, a kernel thread of
+//! this VM taking a core); medians unchanged (CSM-None 5.00 -> 4.91 us,
 //! CSM-DMS 5.13 -> 5.19), CSM-None's contended lock 0.94 -> 0.48 us, the rest within
 //! noise; SOR 2048 x 2048 x 50 on 2 x 1 (5 pairs) CSM-None 1.52 -> 1.54, CSM-DMS 1.70
 //! -> 1.75 (medians). Moving at once, at every free spin, made some runs' fetches 6
