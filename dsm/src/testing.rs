@@ -73,9 +73,9 @@ pub(crate) fn told_holder(node: NodeId, page: PageId) {
 }
 
 /// Sets (or clears) the hook that a processor of a page's home calls when it finds a recall
-/// of the page under way (by another node or another processor of its own), after it let go of the page's lock and before it
-/// waits for the recall to end. The hook may block: the processor looks at the page only
-/// once it returns, whatever happened meanwhile.
+/// of the page under way (by another node or another processor of its own), after it let
+/// go of the page's lock and before it waits for the recall to end. The hook may block:
+/// the processor looks at the page only once it returns, whatever happened meanwhile.
 pub fn set_recall_wait_hook(hook: Option<PageHook>) {
     RECALL_WAIT.set(hook);
 }

@@ -168,7 +168,7 @@
 //! computing: the service then shares the sender's core instead of its own node's
 //! processor's; either way it shares a core with a computing processor. The binding stays
 //! until the service, about to spin idle while the running threads (itself among them)
-//! do not outnumber the cores, gives it back (`Seam::free_service`), or a processor's ring
+//! do not outnumber the cores, gives it back (`free_service`), or a processor's ring
 //! finds a core free (fewer running threads than cores) and gives the service its CPUs
 //! back (the CPUs it had, published with its thread id in its doorbell), so that a
 //! service whose own node's processor waits runs on the core that processor leaves. The
@@ -769,7 +769,7 @@ impl<'a> Seam<'a> {
                 }
                 limit = self.spin_limit(idle);
                 if now >= step_off_at && limit == u32::MAX {
-                    self.free_service();
+                    self.step_off();
                     step_off_at = u64::MAX;
                 }
             }
@@ -801,12 +801,10 @@ impl<'a> Seam<'a> {
         false
     }
 
-    /// The idle service about to spin on a core nobody else wants: if a processor of
-    /// another node bound it to its own core to answer it (`bring_service_here`), it
-    /// gives the binding back, so that it does not share that core with the processor
-    /// while another stands free, and if it runs on that core now it moves off it at once
-    /// ([`step_off`]).
-    fn free_service(&self) {
+    /// The idle service that has spun `STEP_OFF_AFTER_NS` while the cores stand free gives
+    /// back a binding to a processor's core and moves off a core a bound processor may
+    /// need ([`step_off`]).
+    fn step_off(&self) {
         step_off(self.control, self.control.bell(self.node));
     }
 
@@ -1046,9 +1044,32 @@ pub(crate) fn bound_to(control: &Control, core: usize) {
 /// CPUs back, if it is bound.
 fn free_service(bell: &crate::control::Doorbell) {
     if bell.service_core.load(Ordering::Relaxed) != 0 {
-        let set = bell.service_cpus.load(Ordering::Relaxed);
-        let cpus: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
-        rebind_service(bell, 0, &cpus);
+        rebind_service(bell, 0, &own_cpus(bell));
+    }
+}
+
+/// The CPUs the service published as its own ([`service_movable`]).
+fn own_cpus(bell: &crate::control::Doorbell) -> Vec<usize> {
+    let set = bell.service_cpus.load(Ordering::Relaxed);
+    (0..64).filter(|c| set & 1 << c != 0).collect()
+}
+
+/// The bell's `service_binding` word, held: the service's binding record and the kernel's
+/// binding change together only under it. `None` if another thread holds it: that one
+/// decides (a ring does not wait: the next ring or idle spin looks again).
+fn hold_binding(bell: &crate::control::Doorbell) -> Option<BindingHeld<'_>> {
+    bell.service_binding
+        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+        .is_ok()
+        .then_some(BindingHeld(bell))
+}
+
+/// The held `service_binding` word ([`hold_binding`]), let go when dropped.
+struct BindingHeld<'a>(&'a crate::control::Doorbell);
+
+impl Drop for BindingHeld<'_> {
+    fn drop(&mut self) {
+        self.0.service_binding.store(0, Ordering::Release);
     }
 }
 
@@ -1063,7 +1084,7 @@ fn free_service(bell: &crate::control::Doorbell) {
 /// processor was parked at a barrier), while that processor waited its turn with its
 /// reply already in its mailbox: page fetches of 6-8 ms in a quarter of the runs. Only
 /// the service itself moves; called from another thread this only gives the binding
-/// back. Under the `service_binding` word, as [`rebind_service`].
+/// back. Under the `service_binding` word ([`hold_binding`]), as [`rebind_service`].
 fn step_off(control: &Control, bell: &crate::control::Doorbell) {
     let tid = bell.service_tid.load(Ordering::Acquire);
     if tid == 0 {
@@ -1071,35 +1092,28 @@ fn step_off(control: &Control, bell: &crate::control::Doorbell) {
     }
     let mine = tid == sys::thread_id();
     let core = bell.service_core.load(Ordering::Relaxed);
-    let set = bell.service_cpus.load(Ordering::Relaxed);
     let (bound, parked) = control.core_use();
     let cpu = if mine { sys::current_cpu().filter(|&c| c < 64) } else { None };
     let crowding = cpu.filter(|&c| bound & 1 << c != 0 && parked & 1 << c == 0);
     if core == 0 && crowding.is_none() {
         return;
     }
-    if bell
-        .service_binding
-        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
+    let Some(_held) = hold_binding(bell) else {
         return;
-    }
-    let own: Vec<usize> = (0..64).filter(|c| set & 1 << c != 0).collect();
-    let mut moved = false;
-    if let Some(here) = crowding {
+    };
+    let own = own_cpus(bell);
+    // Best effort: a binding that fails leaves the thread where it is.
+    let moved = crowding.is_some_and(|here| {
         let room: Vec<usize> = own
             .iter()
             .copied()
             .filter(|&c| c != here && (bound & 1 << c == 0 || parked & 1 << c != 0))
             .collect();
-        // Best effort: a failure leaves the thread where it is.
-        moved = !room.is_empty() && sys::bind_thread(tid, &room).is_ok();
-    }
+        !room.is_empty() && sys::bind_thread(tid, &room).is_ok()
+    });
     if (moved || bell.service_core.load(Ordering::Relaxed) != 0) && sys::bind_thread(tid, &own).is_ok() {
         bell.service_core.store(0, Ordering::Relaxed);
     }
-    bell.service_binding.store(0, Ordering::Release);
 }
 
 /// Before a processor bound to a core rings a parked service when no core stands free,
@@ -1119,13 +1133,9 @@ fn bring_service_here(bell: &crate::control::Doorbell) {
 /// bell's `service_binding` word; a thread that finds the word taken leaves the binding to
 /// the one that holds it (a ring does not wait: the next ring or idle spin looks again).
 fn rebind_service(bell: &crate::control::Doorbell, core: u32, cpus: &[usize]) {
-    if bell
-        .service_binding
-        .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
+    let Some(_held) = hold_binding(bell) else {
         return;
-    }
+    };
     let tid = bell.service_tid.load(Ordering::Acquire);
     // A binding that fails leaves the service where it is, and the record as it was.
     if tid != 0
@@ -1134,7 +1144,6 @@ fn rebind_service(bell: &crate::control::Doorbell, core: u32, cpus: &[usize]) {
     {
         bell.service_core.store(core, Ordering::Relaxed);
     }
-    bell.service_binding.store(0, Ordering::Release);
 }
 
 /// Wakes `node`'s parked threads if the waiter that counts itself in `flag` is parked
@@ -1479,7 +1488,7 @@ mod tests {
                 tell.send(sys::allowed_cpus()).unwrap();
                 for free in asked {
                     if free {
-                        Seam::new(&control, 1).free_service();
+                        Seam::new(&control, 1).step_off();
                     }
                     tell.send(sys::allowed_cpus()).unwrap();
                 }
@@ -1555,12 +1564,12 @@ mod tests {
                 // On the core of a processor that is parked: nothing to leave.
                 control.core_parked(busy, true);
                 sys::pin_thread(busy).unwrap();
-                Seam::new(&control, 0).free_service();
+                Seam::new(&control, 0).step_off();
                 assert_eq!(sys::current_cpu(), Some(busy));
                 assert_eq!(sys::allowed_cpus(), vec![busy], "a service beside a parked processor moved");
                 // The processor runs again: the service leaves its core if it has another.
                 control.core_parked(busy, false);
-                Seam::new(&control, 0).free_service();
+                Seam::new(&control, 0).step_off();
                 if all.len() > 1 {
                     assert_ne!(sys::current_cpu(), Some(busy), "the service stayed beside the processor");
                     assert_eq!(sys::allowed_cpus(), all, "the service did not get its CPUs back");

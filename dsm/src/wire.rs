@@ -210,39 +210,24 @@ pub(crate) struct Bounds {
 
 impl Bounds {
     fn page(self, record: &'static str, page: PageId) -> Result<(), DecodeError> {
-        if page.index() < self.pages {
-            Ok(())
-        } else {
-            Err(DecodeError::PageOutOfRange {
-                record,
-                page: page.0,
-                pages: self.pages,
-            })
-        }
+        (page.index() < self.pages)
+            .then_some(())
+            .ok_or(DecodeError::PageOutOfRange { record, page: page.0, pages: self.pages })
     }
 
     fn node(self, record: &'static str, node: NodeId) -> Result<(), DecodeError> {
-        if node.index() < self.nodes {
-            Ok(())
-        } else {
-            Err(DecodeError::NodeOutOfRange {
-                record,
-                node: node.index() as u16,
-                nodes: self.nodes,
-            })
-        }
+        (node.index() < self.nodes).then_some(()).ok_or(DecodeError::NodeOutOfRange {
+            record,
+            node: node.index() as u16,
+            nodes: self.nodes,
+        })
     }
 
     fn set(self, record: &'static str, set: NodeSet) -> Result<(), DecodeError> {
-        if set.bits() & !NodeSet::first(self.nodes).bits() == 0 {
-            Ok(())
-        } else {
-            Err(DecodeError::SetOutOfRange {
-                record,
-                bits: set.bits(),
-                nodes: self.nodes,
-            })
-        }
+        let bits = set.bits();
+        (bits & !NodeSet::first(self.nodes).bits() == 0)
+            .then_some(())
+            .ok_or(DecodeError::SetOutOfRange { record, bits, nodes: self.nodes })
     }
 }
 
@@ -565,6 +550,17 @@ impl<'a> Msg<'a> {
         }
     }
 
+    /// Decodes a message and checks the ids it names against `b` ([`Msg::check`]).
+    pub(crate) fn decode_within(
+        kind: u16,
+        payload: &'a [u8],
+        b: Bounds,
+    ) -> Result<Msg<'a>, DecodeError> {
+        let msg = Msg::decode(kind, payload)?;
+        msg.check(b)?;
+        Ok(msg)
+    }
+
     /// Checks the pages and nodes this message names against the receiver's heap and
     /// cluster ([`Bounds`]). Lock, barrier and flag numbers are the synchronization
     /// manager's to check (`crate::sync`).
@@ -795,6 +791,13 @@ impl<'a> Reply<'a> {
                 );
             }
         }
+    }
+
+    /// Decodes a reply and checks the nodes it names against `b` ([`Reply::check`]).
+    pub(crate) fn decode_within(bytes: &'a [u8], b: Bounds) -> Result<Reply<'a>, DecodeError> {
+        let reply = Reply::decode(bytes)?;
+        reply.check(b)?;
+        Ok(reply)
     }
 
     /// Checks the nodes this reply names (a home, a holder, a sharing set) against the

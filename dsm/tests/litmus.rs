@@ -577,9 +577,15 @@ fn race_value(round: u64, i: usize) -> u64 {
 /// wall-clock runs check the words and that homes moved, and the modeled clock's run (with
 /// jittered wake-ups, the same interleaving on every host) asserts every path.
 ///
-/// This is the race's program on `c`; every word is checked after every round. `None` on
-/// a node process's other runs.
-fn migration_race(c: Config) -> Option<dsm::Report<u64>> {
+/// This runs the race's program on `c` (homes at node 0), checks every word after every
+/// round and that every node checked them all and homes moved, and prints the paths the
+/// run took under `what`. `None` on a node process's other runs.
+fn migration_race(mut c: Config, what: &str) -> Option<dsm::Report<u64>> {
+    // Two more pages after the race pages: node 0 writes one per round, node 2 reads the
+    // other (written the round before), so the two never race.
+    let homes: Vec<(u32, usize)> = (0..RACE_PAGES as u32 + 2).map(|p| (p, 0)).collect();
+    let file = HomesFile::new("litmus-migration_race", &homes);
+    c.homes_file = Some(file.0.clone());
     let r = Cluster::new(c).run(|s| {
         let a = s.alloc::<u64>(RACE_PAGES * PAGE_WORDS);
         let q = s.alloc::<u64>(2 * PAGE_WORDS);
@@ -637,41 +643,27 @@ fn migration_race(c: Config) -> Option<dsm::Report<u64>> {
             checked
         }
     });
-    dsm::skip_other_run(r).unwrap()
-}
-
-/// The homes of the migration race: every race page, and the two pages after them, at
-/// node 0.
-fn migration_race_homes() -> HomesFile {
-    // Two more pages after the race pages: node 0 writes one per round, node 2 reads the
-    // other (written the round before), so the two never race.
-    let homes: Vec<(u32, usize)> = (0..RACE_PAGES as u32 + 2).map(|p| (p, 0)).collect();
-    HomesFile::new("litmus-migration_race", &homes)
+    let r = dsm::skip_other_run(r).unwrap()?;
+    let want = RACE_ROUNDS * (RACE_PAGES * PAGE_WORDS) as u64;
+    assert_eq!(r.results, vec![want; 3], "{what}");
+    let k = &r.counters;
+    eprintln!(
+        "{what}: {} migrations of {} attempts, {} redirects ({} at node 2), {} deferred",
+        k.migrations,
+        k.migration_attempts,
+        k.redirects,
+        r.node_counters[2].redirects,
+        k.deferred_messages,
+    );
+    assert!(k.migrations > 0, "{what}: no home migrated: {k:?}");
+    Some(r)
 }
 
 #[test]
 fn migration_races_a_fetch_and_a_diff() {
     for case in cases_of(&[CSM_MS_MG, CSM_NONE_MG]) {
         for mode in modes(&case) {
-            let file = migration_race_homes();
-            let mut c = small_config(&case, 3, mode);
-            c.homes_file = Some(file.0.clone());
-            let Some(r) = migration_race(c) else {
-                continue;
-            };
-            let what = format!("{} {mode}", case.name);
-            let want = RACE_ROUNDS * (RACE_PAGES * PAGE_WORDS) as u64;
-            assert_eq!(r.results, vec![want; 3], "{what}");
-            let k = &r.counters;
-            eprintln!(
-                "{what}: {} migrations of {} attempts, {} redirects ({} at node 2), {} deferred",
-                k.migrations,
-                k.migration_attempts,
-                k.redirects,
-                r.node_counters[2].redirects,
-                k.deferred_messages,
-            );
-            assert!(k.migrations > 0, "{what}: no home migrated: {k:?}");
+            migration_race(small_config(&case, 3, mode), &format!("{} {mode}", case.name));
         }
     }
 }
@@ -682,26 +674,13 @@ fn migration_races_a_fetch_and_a_diff() {
 #[test]
 fn the_migration_race_under_the_modeled_clock_reaches_every_path() {
     for case in cases_of(&[CSM_MS_MG, CSM_NONE_MG]) {
-        let file = migration_race_homes();
         let mut c = small_config(&case, 3, ExecMode::Threads);
-        c.homes_file = Some(file.0.clone());
         c.clock = dsm::ClockMode::Modeled;
         c.cpu_scale = 0.0;
         c.test_knobs.wake_jitter = Some(dsm::WakeJitter { seed: 1, max_ns: 20_000, one_in: 4 });
-        let r = migration_race(c).expect("threads mode runs every run");
-        let what = case.name.clone();
-        let want = RACE_ROUNDS * (RACE_PAGES * PAGE_WORDS) as u64;
-        assert_eq!(r.results, vec![want; 3], "{what}");
+        let what = format!("{} modeled", case.name);
+        let r = migration_race(c, &what).expect("threads mode runs every run");
         let k = &r.counters;
-        eprintln!(
-            "{what} modeled: {} migrations of {} attempts, {} redirects ({} at node 2), {} deferred",
-            k.migrations,
-            k.migration_attempts,
-            k.redirects,
-            r.node_counters[2].redirects,
-            k.deferred_messages,
-        );
-        assert!(k.migrations > 0, "{what}: no home migrated: {k:?}");
         assert!(
             k.migration_attempts > k.migrations,
             "{what}: no migration was refused to a writing home: {k:?}"

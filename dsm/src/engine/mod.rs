@@ -499,14 +499,12 @@ impl Node {
     ) -> Reply<'o> {
         Clock::message(|| self.request(to, kind, payload, out))
             .unwrap_or_else(|e| Self::net_err(e));
-        Reply::decode(out)
-            .and_then(|r| r.check(self.bounds()).map(|()| r))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: malformed reply from {to} to a message of kind {kind}: {e}",
-                    self.id
-                )
-            })
+        Reply::decode_within(out, self.bounds()).unwrap_or_else(|e| {
+            panic!(
+                "{}: malformed reply from {to} to a message of kind {kind}: {e}",
+                self.id
+            )
+        })
     }
 
     /// The heap's pages and the cluster's nodes, which every id a message names must fall

@@ -283,9 +283,9 @@ impl Node {
         token: u32,
         payload: &[u8],
     ) -> Outcome {
-        let msg = Msg::decode(k, payload)
-            .and_then(|m| m.check(self.bounds()).map(|()| m))
-            .unwrap_or_else(|e| panic!("{}: malformed message from {from}: {e}", self.id));
+        let msg = Msg::decode_within(k, payload, self.bounds()).unwrap_or_else(|e| {
+            panic!("{}: malformed message from {from}: {e}", self.id)
+        });
         let answer = |r: &Reply<'_>| self.reply(from, slot, token, r);
         match msg {
             Msg::HomeQuery { page } => {
