@@ -102,6 +102,24 @@
 //! sequential 155.3 million: with 32 searchers the first subtrees are searched before a
 //! short tour is known, and `tspfile17`'s search is short enough (0.5 s here) that this
 //! start is a large part of it.
+//!
+//! `tspfilegr17` on 8 x 4, one cell (CSM-DMS, modeled clock on alphaserver-mc2, measured
+//! 2026-11-29 with `cashmere run tsp --size paper --param input=tsp/tspfilegr17 --clock
+//! modeled --nodes 8 --procs 4 --variant CSM-DMS`, 892 s sequentially and 947 s of host
+//! time for the parallel run beside other work): the sequential search counts 2.47 x 10^11
+//! edges, so Table 3's 1342.49 s would be 5.4 ns an edge, about 3 cycles of the 600 MHz
+//! 21164A, where `tspfile17`'s count makes it 8.6 us; a further sign that the paper's
+//! input searched about as long as `gr17`. The processors together counted 1.002 times
+//! the sequential edges (no start-up excess at this length), and the speedup was 23.4
+//! (the paper: 33.9; `tspfile17`: 16.0), set by the end of the search: the busiest
+//! processor counted 1.053 x 10^10 edges against a mean of 7.73 x 10^9 (1.36 times), its
+//! last private subtree running while the others wait (Wait 26.6% of the processors'
+//! time). Page transfers 65.4 K and diffs 45.1 K over the run (the paper: 12.6 K and
+//! 8.0 K). The cell was charged at `tspfile17`'s 8.6 us an edge, which makes
+//! communication weigh about 1,600 times less against computation than at `gr17`'s own
+//! rate; at that rate the 65 K transfers (about 220 us each on the platform) would add
+//! about 0.5 s a processor to a parallel time near 57 s, so the speedup would stay about
+//! 23.
 
 pub mod bnb;
 pub mod input;
