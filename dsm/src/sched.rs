@@ -58,7 +58,7 @@ use crate::platform::HostCosts;
 use crate::profile::Profile;
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -240,7 +240,13 @@ struct Delivery {
 }
 
 struct State {
+    /// The activities; their `clock` and `run` change only through [`State::set`] (and
+    /// its two shorthands), which keeps `runnable` in step.
     acts: Vec<Act>,
+    /// The runnable activities by (clock, id): the next to run is the first
+    /// ([`Sched::pick`]), found without scanning every activity (a scan made `pick` 8.5%
+    /// of a 32 x 4 simulation's host time).
+    runnable: BTreeSet<(u64, usize)>,
     registered: usize,
     /// (arrival time, sequence, index into `pending`).
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
@@ -357,6 +363,7 @@ impl Sched {
         Arc::new(Sched {
             state: Mutex::new(State {
                 acts,
+                runnable: BTreeSet::new(),
                 registered: 0,
                 events: BinaryHeap::new(),
                 pending: Vec::new(),
@@ -407,7 +414,7 @@ impl Sched {
         CLOCK.with(|c| c.set(0));
         let mut st = self.lock();
         assert_eq!(st.acts[id].run, Run::Starting, "activity {id} registered twice");
-        st.acts[id].run = Run::Runnable;
+        st.set_run(id, Run::Runnable);
         st.registered += 1;
         let seen = self.go[id].load(Ordering::SeqCst);
         if st.registered == st.acts.len() {
@@ -422,8 +429,7 @@ impl Sched {
     /// Ends the calling activity (normally or by unwinding): it will not run again.
     pub(crate) fn exit(&self, id: usize) {
         let mut st = self.lock();
-        st.acts[id].clock = CLOCK.with(|c| c.get());
-        st.acts[id].run = Run::Done;
+        st.set(id, CLOCK.with(|c| c.get()), Run::Done);
         if st.aborted || st.finished {
             return;
         }
@@ -434,7 +440,7 @@ impl Sched {
         // Pass the baton on without waiting for it back.
         let next = self.pick(&mut st);
         if let Some(n) = next {
-            st.acts[n].run = Run::Running;
+            st.set_run(n, Run::Running);
             self.grant(&mut st, n);
             drop(st);
             self.wake(n);
@@ -446,13 +452,17 @@ impl Sched {
     /// state says which).
     fn pick(&self, st: &mut State) -> Option<usize> {
         loop {
-            let best = st
-                .acts
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| a.run == Run::Runnable)
-                .min_by_key(|(i, a)| (a.clock, *i))
-                .map(|(i, a)| (i, a.clock));
+            let best = st.runnable.first().map(|&(clock, i)| (i, clock));
+            debug_assert_eq!(
+                best,
+                st.acts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| a.run == Run::Runnable)
+                    .min_by_key(|(i, a)| (a.clock, *i))
+                    .map(|(i, a)| (i, a.clock)),
+                "the runnable index is out of step with the activities"
+            );
             let due = st.events.peek().map(|Reverse((t, _, _))| *t);
             let deliver_first = match (best, due) {
                 (_, None) => false,
@@ -489,7 +499,7 @@ impl Sched {
         st.finished = true;
         for id in 0..st.acts.len() {
             if st.acts[id].run != Run::Done {
-                st.acts[id].run = Run::Runnable;
+                st.set_run(id, Run::Runnable);
                 self.let_run(st, id);
             }
         }
@@ -591,9 +601,8 @@ impl Sched {
         };
         for i in chosen {
             let delay = st.jitter.as_mut().map_or(0, Jitter::delay);
-            let a = &mut st.acts[i];
-            a.clock = a.clock.max(t) + delay;
-            a.run = Run::Runnable;
+            let clock = st.acts[i].clock.max(t) + delay;
+            st.set(i, clock, Run::Runnable);
         }
     }
 
@@ -606,12 +615,12 @@ impl Sched {
         let next = self.pick(&mut st);
         match next {
             Some(n) if n == me => {
-                st.acts[me].run = Run::Running;
+                st.set_run(me, Run::Running);
                 CLOCK.with(|c| c.set(st.acts[me].clock));
                 Ok(())
             }
             Some(n) => {
-                st.acts[n].run = Run::Running;
+                st.set_run(n, Run::Running);
                 self.grant(&mut st, n);
                 // Woken after the state is unlocked: a thread woken under the lock would
                 // find it held, and sleep on it once more before it could run.
@@ -849,8 +858,7 @@ pub(crate) fn yield_now() {
     if st.finished || st.aborted {
         return;
     }
-    st.acts[me].clock = CLOCK.with(|c| c.get());
-    st.acts[me].run = Run::Runnable;
+    st.set(me, CLOCK.with(|c| c.get()), Run::Runnable);
     let seen = s.go[me].load(Ordering::SeqCst);
     // An abort surfaces at the next wait, where it is handled.
     let _ = s.hand_over(st, me, seen);
@@ -874,13 +882,13 @@ pub(crate) fn block(
     if st.finished {
         return Ok(Resumed::Finished);
     }
-    st.acts[me].clock = CLOCK.with(|c| c.get());
-    st.acts[me].run = Run::Blocked {
+    let blocked = Run::Blocked {
         what,
         serves,
         flag,
         watch,
     };
+    st.set(me, CLOCK.with(|c| c.get()), blocked);
     let seen = s.go[me].load(Ordering::SeqCst);
     s.hand_over(st, me, seen)?;
     let st = s.lock();
@@ -941,9 +949,10 @@ pub(crate) fn steal(node: usize, ns: u64) {
         let target = earliest(false).or_else(|| earliest(true));
         if let Some(i) = target {
             let clock = st.acts[i].clock;
-            st.acts[i].clock = s.checked(&mut st, i, clock.checked_add(ns), || {
+            let later = s.checked(&mut st, i, clock.checked_add(ns), || {
                 format!("{ns} ns of message handling its node's service took from it at {clock} ns")
             });
+            st.set_clock(i, later);
             st.acts[i].stolen = st.acts[i].stolen.saturating_add(ns);
         }
     });
@@ -1033,6 +1042,30 @@ pub(crate) fn on_timeline<R>(f: impl FnOnce(&mut Timeline<'_>) -> R) -> Option<R
 }
 
 impl State {
+    /// Sets activity `id`'s clock and run state: the one place either changes, so that
+    /// the runnable index holds exactly the runnable activities, under their clocks.
+    fn set(&mut self, id: usize, clock: u64, run: Run) {
+        let a = &mut self.acts[id];
+        if a.run == Run::Runnable {
+            self.runnable.remove(&(a.clock, id));
+        }
+        a.clock = clock;
+        a.run = run;
+        if run == Run::Runnable {
+            self.runnable.insert((clock, id));
+        }
+    }
+
+    /// Sets activity `id`'s run state, its clock unchanged ([`State::set`]).
+    fn set_run(&mut self, id: usize, run: Run) {
+        self.set(id, self.acts[id].clock, run);
+    }
+
+    /// Sets activity `id`'s clock, its run state unchanged ([`State::set`]).
+    fn set_clock(&mut self, id: usize, clock: u64) {
+        self.set(id, clock, self.acts[id].run);
+    }
+
     /// Queues `d` to be performed at virtual time `at` (after everything queued for the
     /// same time before it).
     fn schedule(&mut self, at: u64, d: Delivery) {
