@@ -539,6 +539,10 @@ fn backing_ptr(region: &Region, fabric: &Fabric, node: usize, at: u64) -> *mut u
     }
 }
 
+/// A transmission's pieces, each at its offset from the lowest, shared by the deliveries
+/// to its receivers under the modeled clock (`Port::transmit_in_page`).
+type SharedPieces = Arc<[(usize, Box<[u8]>)]>;
+
 fn bits(mask: u64) -> impl Iterator<Item = usize> {
     (0..64usize).filter(move |i| mask & (1u64 << i) != 0)
 }
@@ -629,15 +633,12 @@ impl Port {
             .map(|(_, b)| self.fabric.packets_for(b.len() as u64))
             .sum();
         // Modeled time: every receiver's copy is made when it arrives (`timing`). The
-        // group's bytes are copied once, shared by every receiver's delivery (a broadcast
-        // to 31 nodes allocated 93 buffers where it now allocates 31 closures); inside one
-        // receive page a receiver's backing is one contiguous range, so each piece lands
-        // at its offset from the receiver's address of the lowest.
-        let low = pieces.iter().map(|&(at, _)| at).min().unwrap_or(first);
-        let shared: Arc<[(usize, Box<[u8]>)]> = pieces
-            .iter()
-            .map(|&(at, b)| ((at - low) as usize, Box::from(b)))
-            .collect();
+        // group's bytes are copied once, at the first receiver (never under the wall
+        // clock, where `transmit` defers nothing), and shared by every receiver's delivery
+        // (a broadcast to 31 nodes allocated 93 buffers where it now allocates 31
+        // closures); inside one receive page a receiver's backing is one contiguous range,
+        // so each piece lands at its offset from the receiver's address of the lowest.
+        let mut shared: Option<(u64, SharedPieces)> = None;
         let deferred = self.fabric.links.transmit(
             self.node,
             receivers,
@@ -654,21 +655,27 @@ impl Port {
                 crate::sched::Wake::Nobody
             },
             |r| {
+                let (low, data) = shared.get_or_insert_with(|| {
+                    let low = pieces.iter().map(|&(at, _)| at).min().unwrap_or(first);
+                    let data = pieces
+                        .iter()
+                        .map(|&(at, b)| ((at - low) as usize, Box::from(b)))
+                        .collect();
+                    (low, data)
+                });
+                let (low, data) = (*low, Arc::clone(data));
                 let base = backing_ptr(region, &self.fabric, r, low) as usize;
                 debug_assert!(pieces.iter().all(|&(at, _)| {
                     backing_ptr(region, &self.fabric, r, at) as usize
                         == base + (at - low) as usize
                 }));
-                let shared = Arc::clone(&shared);
                 Box::new(move || {
-                    for (off, b) in shared.iter() {
-                        // SAFETY: base + off is receiver r's address of this piece (its
-                        // backing is contiguous inside the receive page, checked above in
-                        // debug builds), in the wire mapping, which outlives every
-                        // delivery of the simulation; the source is a shared owned buffer.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(b.as_ptr(), (base + off) as *mut u8, b.len())
-                        };
+                    for (off, b) in data.iter() {
+                        let dst = (base + off) as *mut u8;
+                        // SAFETY: dst is receiver r's address of this piece (contiguous
+                        // backing, checked above in debug builds) in the wire mapping,
+                        // which outlives every delivery; the source is an owned buffer.
+                        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
                     }
                 })
             },
