@@ -366,7 +366,7 @@ thread_local! {
 /// spinning waiter then serves at its next check instead of within `SPIN_SERVE_EVERY`,
 /// since a check there costs a look at MPI (2-node barrier over MPI, `bench proto`, 3
 /// interleaved runs: 1.43-1.44 us before, 1.34-1.38 after).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+#[cfg(feature = "mpi")]
 pub(crate) fn filed_here() {
     FILED_HERE.with(|f| f.set(true));
 }
@@ -420,7 +420,7 @@ static LAST_POLL_POINT_NS: AtomicU64 = AtomicU64::new(0);
 
 /// True if a processor of this process looked for messages at a poll point within the
 /// last `ns` nanoseconds. (Only the MPI transport asks.)
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+#[cfg(feature = "mpi")]
 pub(crate) fn pollers_look(ns: u64) -> bool {
     let last = LAST_POLL_POINT_NS.load(Ordering::Relaxed);
     last != 0 && sys::monotonic_ns().saturating_sub(last) < ns

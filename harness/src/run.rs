@@ -536,7 +536,7 @@ pub fn run_app(
     params: &Params,
     config: &Config,
     quiet: bool,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Option<Outcome>> {
     let node = dsm::host::is_node_process();
     // Under the modeled clock the sequential time is this machine's CPU time scaled to the
     // platform, and the parallel time is the report's virtual time: speedups compare times
@@ -560,21 +560,25 @@ pub fn run_app(
             config.protocol.name
         ))
     });
-    let (par, report) = app
-        .parallel(params, config)
-        .with_context(|| format!("parallel {} under {}", app.name(), config.protocol.name))?;
+    // The process-mode rule (`dsm::skip_other_run`): a run that is another process's own
+    // (an MPI rank other than 0, a node process serving another cluster) reports nothing.
+    let Some((par, report)) = dsm::skip_other_run(app.parallel(params, config))
+        .with_context(|| format!("parallel {} under {}", app.name(), config.protocol.name))?
+    else {
+        return Ok(None);
+    };
     // The timed region of the parallel run (the whole run if the app marked none), in the
     // run's clock: virtual time, or wall time from the start barrier (not the launch).
     let par_s = report.elapsed_ns as f64 / 1e9;
     let verified = app.check(&seq, &par);
-    Ok(Outcome {
+    Ok(Some(Outcome {
         seq,
         par,
         seq_s,
         par_s,
         verified,
         report,
-    })
+    }))
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
@@ -613,15 +617,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         check_writable(path, "--json")?;
     }
     let scale = modeled_scale(app, &mut config, &a.cluster)?;
-    let o = match run_app(app, &params, &config, false) {
-        // An MPI rank other than 0: rank 0 reports the run.
-        Err(e)
-            if e.downcast_ref::<app_common::AppError>()
-                .is_some_and(dsm::OtherRun::is_other_run) =>
-        {
-            return Ok(());
-        }
-        r => r?,
+    // An MPI rank other than 0 gets no outcome: rank 0 reports the run.
+    let Some(o) = run_app(app, &params, &config, false)? else {
+        return Ok(());
     };
     let speedup = if o.par_s > 0.0 {
         o.seq_s / o.par_s
@@ -892,18 +890,14 @@ pub fn suite(a: SuiteArgs) -> anyhow::Result<()> {
     for (app, params, config) in runs {
         let proto = config.protocol;
         match run_app(app, &params, &config, true) {
+            Ok(None) => continue, // another process's run: that process reports it
             Err(e) => {
-                if e.downcast_ref::<app_common::AppError>()
-                    .is_some_and(dsm::OtherRun::is_other_run)
-                {
-                    continue;
-                }
                 if !node {
                     outln!("{:<10} {:<11} error: {e:#}", app.name(), proto.name);
                 }
                 failures.push(format!("{} under {}: {e:#}", app.name(), proto.name));
             }
-            Ok(o) => {
+            Ok(Some(o)) => {
                 let c = &o.report.counters;
                 let ok = o.verified.is_ok();
                 // "-" where the variant cannot migrate homes or broadcast pages.
