@@ -2,8 +2,8 @@
 //! application at test size under the two variants that run on messages alone, on 2 and
 //! 4 ranks, checked against its sequential version; the refusals (a variant that needs
 //! Memory Channel features, a rank count other than the nodes, the modeled clock); and a
-//! rank killed and a rank stopped, each reported, with no rank left running. If `mpirun`
-//! is missing these tests fail with the install command.
+//! rank that fails, a rank killed and a rank stopped, each reported, with no rank left
+//! running. If `mpirun` is missing these tests fail with the install command.
 #![cfg(feature = "mpi")]
 
 use std::path::PathBuf;
@@ -165,11 +165,37 @@ fn failing_run_on(np: usize, stop: &str, name: &str) -> (Outcome, String) {
 }
 
 #[test]
+fn a_failed_rank_is_the_failure_reported_and_no_rank_is_left_running() {
+    // The failing rank's node ends at once, while the others run into waits for it (the
+    // start-up barrier, its pages, the first barrier): they must end with the job, and the
+    // failure reported must be that rank's own cause, once, and nothing else (not a peer's
+    // abort, not a stall).
+    for (np, variant, node) in [(2, "CSM-None", 1), (2, "CSM-None-Mg", 0), (4, "CSM-None", 0), (4, "CSM-None-Mg", 3)] {
+        let t = tag(&format!("failed{np}-{node}"));
+        let (nodes, stop) = (np.to_string(), format!("{node}:failed"));
+        let args = ["run", "sor", "--size", "test", "--variant", variant, "--nodes", &nodes, "--procs", "2", "--stall-timeout", "3"];
+        let o = mpirun(np, &args, &[("DSM_TEST_STOP", &stop)], &t);
+        assert_ne!(o.code, Some(0), "{}", o.text());
+        let report = format!(
+            "cashmere: parallel sor under {variant}: node {node} failed: node {node} failed on purpose (DSM_TEST_STOP={node}:failed"
+        );
+        assert_eq!(o.stderr.matches(&report).count(), 1, "{}", o.text());
+        let failures = o.stderr.lines().filter(|l| l.starts_with("cashmere: ")).count();
+        assert_eq!(failures, 1, "one failure is reported:\n{}", o.text());
+        assert!(left_running(&t).is_empty(), "{}", o.text());
+    }
+}
+
+#[test]
 fn a_killed_rank_is_reported_and_no_rank_is_left_running() {
     let (o, t) = failing_run("1:killed", "killed");
     assert_ne!(o.code, Some(0), "{}", o.text());
     // mpirun sees the death first and reports it, naming the rank (the node) and the signal.
     assert!(o.stderr.contains("process rank 1") && o.stderr.contains("signal 9 (Killed)"), "{}", o.text());
+    // mpirun ends the other ranks; none reports a failure of its own (an abort, a stall)
+    // in place of the death.
+    let failures: Vec<&str> = o.stderr.lines().filter(|l| l.starts_with("cashmere: ")).collect();
+    assert!(failures.is_empty(), "{failures:?}\n{}", o.text());
     assert!(left_running(&t).is_empty(), "{}", o.text());
 }
 

@@ -75,8 +75,9 @@
 //! (attached and beating, before the start-up barrier). It exists so that tests can stop
 //! a node at exactly these points; process mode, and under MPI `before-ready` (rank `N`
 //! stops once its link to the others has started), `killed` (rank `N` kills itself
-//! with SIGKILL there) and `after-node` (rank `N` stops after its node's work, before the
-//! results are gathered).
+//! with SIGKILL there), `after-node` (rank `N` stops after its node's work, before the
+//! results are gathered) and `failed` (rank `N`'s node fails at once with a cause of its
+//! own instead of running, while the others run into waits for it).
 
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -284,6 +285,14 @@ enum StopPoint {
     /// rank 0, gathers the others'): a peer then sends it a result larger than MPI sends
     /// without a receiver.
     AfterNode,
+    /// MPI only: the rank's node fails at once (its node function is not run) with the
+    /// cause [`test_failure_cause`], as a node whose program returned an error does.
+    Failed,
+}
+
+/// The cause a node reports when `DSM_TEST_STOP` asks it to fail (`N:failed`).
+pub(crate) fn test_failure_cause(node: usize) -> String {
+    format!("node {node} failed on purpose (DSM_TEST_STOP={node}:failed, a variable for tests only)")
 }
 
 /// The nodes and points `DSM_TEST_STOP` names (`NODE:POINT`, several separated by
@@ -301,15 +310,24 @@ fn test_stops() -> Result<Vec<(usize, StopPoint)>, LaunchError> {
             "before-ready" => StopPoint::BeforeReady,
             "killed" => StopPoint::Killed,
             "after-node" => StopPoint::AfterNode,
+            "failed" => StopPoint::Failed,
             _ => return None,
         };
         Some((n.parse().ok()?, point))
     };
     v.split(',').map(parse).collect::<Option<Vec<_>>>().ok_or_else(|| {
         LaunchError::BadEnvironment(format!(
-            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT[,NODE:POINT...], POINT one of before-exec, after-exec, before-ready, killed, after-node (a variable for tests only: unset it)"
+            "{ENV_TEST_STOP}=`{v}`: expected NODE:POINT[,NODE:POINT...], POINT one of before-exec, after-exec, before-ready, killed, after-node, failed (a variable for tests only: unset it)"
         ))
     })
+}
+
+/// Whether `DSM_TEST_STOP` names `node` at `point`.
+fn asked_at(node: usize, point: StopPoint) -> bool {
+    test_stops()
+        .unwrap_or_default()
+        .into_iter()
+        .any(|(n, p)| n == node && p == point)
 }
 
 /// Stops this node process here if `DSM_TEST_STOP` says so.

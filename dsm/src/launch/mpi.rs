@@ -22,8 +22,8 @@
 //! killed outright is reported by `mpirun`, which then ends the others.
 
 use super::{
-    failure_report, is_secondary, panic_message, record_failure, stop_here_if_asked, Layout,
-    LaunchError, LaunchSpec, NodeCtx, NodeResult, StopPoint,
+    asked_at, failure_report, is_secondary, panic_message, record_failure, stop_here_if_asked,
+    test_failure_cause, Layout, LaunchError, LaunchSpec, NodeCtx, NodeResult, StopPoint,
 };
 use crate::control::{node_state, AbortOrigin};
 use crate::net::mpi::{self, MpiLink};
@@ -85,8 +85,12 @@ where
         fabric: Arc::clone(&fabric),
         mpi: Some(Arc::clone(&link)),
     };
-    let result = catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
-        .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+    let result = if asked_at(rank, StopPoint::Failed) {
+        Err(test_failure_cause(rank))
+    } else {
+        catch_unwind(AssertUnwindSafe(|| node_main(ctx)))
+            .unwrap_or_else(|p| Err(panic_message(p.as_ref())))
+    };
     link.engine_done();
     stop_here_if_asked(rank, StopPoint::AfterNode);
     if let Err(cause) = &result {
