@@ -1,6 +1,8 @@
 //! The simulated fabric: a remote-write network with Memory Channel semantics
 //! (`memory-channel-2.txt`, section "MEMORY CHANNEL Address Space Mapping" and the ordering
-//! rules), the [`Transport`] every cluster runs on today.
+//! rules), the [`Transport`] of every cluster of threads or node processes (MPI ranks run
+//! on `super::mpi` instead, each over a local fabric of its own for its heap and control
+//! block).
 //!
 //! # Model
 //!
