@@ -258,10 +258,10 @@ pub struct Config {
     pub heap_bytes: usize,
     /// A file of page-to-home assignments to replay (one `page home` pair per line).
     pub homes_file: Option<PathBuf>,
-    /// Arguments for node processes (see [`crate::launch`]).
+    /// Arguments for node processes (the launcher's module doc, `dsm/src/launch/mod.rs`).
     pub child_args: Option<Vec<OsString>>,
     /// How long a node's heartbeat may stand still before the launcher declares it stopped
-    /// (see [`crate::launch`], "Stalled nodes"); default [`DEFAULT_STALL_TIMEOUT`].
+    /// (the launcher's module doc, "Stalled nodes"); default [`DEFAULT_STALL_TIMEOUT`].
     pub stall_timeout: Duration,
     /// Wall or modeled time.
     pub clock: ClockMode,

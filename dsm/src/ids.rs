@@ -6,7 +6,7 @@
 //! (`Net`, the `Transport` seam, the synchronization strategies' requests and their
 //! `SyncHost::node`) pass pages and nodes as these types, and sharing sets, the nodes whose
 //! doorbells ring and the nodes a request awaits as [`NodeSet`]s. [`NodeId`] and
-//! [`NodeSet`] are public, as the network's API (`dsm::net`) is. Bare numbers remain where
+//! [`NodeSet`] are public (`dsm::NodeId`, `dsm::NodeSet`). Bare numbers remain where
 //! a page or a node indexes an array (`index()`), in the codec's and the directory's
 //! words, inside a transport (the fabric's per-node areas and receiver table, MPI ranks),
 //! in the wait seam's doorbells and the control block, in the scheduler's activities and

@@ -20,25 +20,28 @@
 //! code against this list; comments may point anywhere). Bottom up:
 //!
 //! 1. **The host door and plain data**: `sys` (the only door to the operating system),
-//!    `ids` (`PageId`, `NodeId`, [`net::MAX_NODES`]), [`profile`] (networks as data),
+//!    `ids` (`PageId`, `NodeId`, [`MAX_NODES`]), [`profile`] (networks as data),
 //!    [`platform`] (host costs and paper times as data), `testing`.
 //! 2. **The cluster's control block**: `control` (abort flag, first failure, doorbells,
 //!    node status, heartbeats), in shared memory, known to every layer above.
 //! 3. **Time**: `sched` (the modeled clock: an event queue and activities), `wait` (the
 //!    one place where a thread blocks), [`work`] (counted computation), `stats` (the
 //!    per-processor clock). They know neither the network nor the launcher.
-//! 4. **The network**: [`net`] (the node's handle `Net` over the transport seam
+//! 4. **The network**: `net` (the node's handle `Net` over the transport seam
 //!    `net::Transport`; the simulated Memory Channel behind it, and `net::timing`, its
 //!    timing model under the modeled clock; with the `mpi` feature, the MPI transport).
-//! 5. **The launcher**: [`launch`] (clusters of nodes as threads, processes, or, with the
+//! 5. **The launcher**: `launch` (clusters of nodes as threads, processes, or, with the
 //!    `mpi` feature, MPI ranks).
 //! 6. **The protocol's data**: `page`, `diff`, `wire` (the message codec), `directory`,
 //!    `broadcast`.
 //! 7. **Configuration**: `error` ([`DsmError`], the errors a user gets), `config`
 //!    (checked against the network and the protocol's sizes).
 //! 8. **Strategies and engine**: `fault`, `sync`, `engine`.
-//! 9. **The public API**: `api`, [`host`] (what programs need from the host) and this
-//!    file's re-exports.
+//! 9. **The public API**: [`host`] (what programs need from the host), `api` (clusters,
+//!    processors, locks, barriers, flags, reports), [`netbench`] (the simulated network's
+//!    own figures, for `cashmere bench net` and `benches/net.rs`) and this file's
+//!    re-exports. The network and the launcher are not public: a program reaches them
+//!    only through these.
 
 mod api;
 mod broadcast;
@@ -51,8 +54,9 @@ mod error;
 mod fault;
 pub mod host;
 mod ids;
-pub mod launch;
-pub mod net;
+mod launch;
+mod net;
+pub mod netbench;
 mod page;
 mod sched;
 pub mod platform;
@@ -78,7 +82,8 @@ pub use config::{
     HomePolicy, MetadataStrategy, Pinning, Protocol, SyncStrategy, TestKnobs, DEFAULT_STALL_TIMEOUT,
     MAX_HEAP_BYTES,
 };
-pub use launch::{skip_other_run, ExecMode, OtherRun};
+pub use launch::{skip_other_run, ExecMode, LaunchError, OtherRun};
+pub use net::MAX_NODES;
 pub use sync::SyncError;
 pub use sched::{WakeJitter, MAX_VIRTUAL_NS};
 pub use stats::{Breakdown, Counters, Timed};

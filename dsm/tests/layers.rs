@@ -24,7 +24,7 @@ const ORDER: &[(&str, &[&str])] = &[
     ),
     ("configuration", &["error", "config"]),
     ("strategies and engine", &["fault", "sync", "engine"]),
-    ("the public API", &["host", "api", "lib"]),
+    ("the public API", &["host", "api", "netbench", "lib"]),
 ];
 
 /// The module a source file belongs to: its first path component (`net/msg.rs` is

@@ -4,10 +4,8 @@
 
 use anyhow::bail;
 use clap::Args;
-use dsm::launch::{launch, ExecMode, LaunchSpec};
-use dsm::net::{Backing, Net, NodeId, MC_PAGE_BYTES};
-use dsm::{Cluster, Config, FaultBackend, Protocol};
-use std::time::{Duration, Instant};
+use dsm::{Cluster, Config, ExecMode, FaultBackend, Protocol};
+use std::time::Instant;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -267,10 +265,10 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 .split(',')
                 .filter(|n| !n.trim().is_empty())
                 .map(|n| match n.trim().parse::<usize>() {
-                    Ok(n) if (2..=dsm::net::MAX_NODES).contains(&n) => Ok(n),
+                    Ok(n) if (2..=dsm::MAX_NODES).contains(&n) => Ok(n),
                     _ => Err(anyhow::anyhow!(
                         "--adb-nodes expects node counts from 2 to {}, comma-separated (e.g. 2,4,8); got `{n}`; nothing was run",
-                        dsm::net::MAX_NODES
+                        dsm::MAX_NODES
                     )),
                 })
                 .collect::<Result<_, _>>()?;
@@ -333,167 +331,20 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
-fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
-    LaunchSpec {
-        nodes,
-        procs: 1,
-        heap_bytes: 1 << 21,
-        profile: dsm::profile::by_name("host").expect("host profile"),
-        mode,
-        child_args: None,
-        trace_entries: 0,
-    }
-}
-
-fn skip_other(
-    r: Result<Vec<Vec<u8>>, dsm::launch::LaunchError>,
-) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
-    Ok(dsm::skip_other_run(r)?)
-}
-
-fn busy_wait(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-const PING: u16 = 1;
-const QUIT: u16 = 2;
-
+/// `cashmere bench net`: the simulated network's basic operations (`dsm::netbench`).
 fn bench_net(mode: ExecMode, iters: usize) -> anyhow::Result<()> {
-    // One-way remote write: a ping-pong of words, both sides spinning on their receive memory.
-    let r = skip_other(launch(&spec(2, mode), |ctx| {
-        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
-        let r = net
-            .alloc_region(2 * MC_PAGE_BYTES, Backing::Pool, "ping-pong")
-            .map_err(|e| e.to_string())?;
-        net.attach_rx(&r, ctx.node as u64 * MC_PAGE_BYTES, MC_PAGE_BYTES, false);
-        dsm::launch::startup_barrier(net.fabric(), ctx.node).map_err(|e| e.to_string())?;
-        let other = (1 - ctx.node) as u64 * MC_PAGE_BYTES;
-        let mine = ctx.node as u64 * MC_PAGE_BYTES;
-        let rx = net.rx(r);
-        let tx = net.tx(r);
-        let mut samples = Vec::with_capacity(iters);
-        for i in 1..=iters as u64 {
-            let t = Instant::now();
-            if ctx.node == 0 {
-                tx.write_u64(other, i);
-                while rx.load_u64(mine) != i {
-                    if net.fabric().aborted() {
-                        return Err("aborted".into());
-                    }
-                    std::hint::spin_loop();
-                }
-                samples.push(t.elapsed().as_nanos() as u64 / 2);
-            } else {
-                while rx.load_u64(mine) != i {
-                    if net.fabric().aborted() {
-                        return Err("aborted".into());
-                    }
-                    std::hint::spin_loop();
-                }
-                tx.write_u64(other, i);
-            }
-        }
-        Ok(serde_json::to_vec(&median_us(samples)).unwrap())
-    }))?;
-    if let Some(r) = r {
-        let one_way: f64 = serde_json::from_slice(&r[0])?;
-        outln!("net ({mode}): remote-write one-way latency        {one_way:8.3} us");
+    // A node process only serves the runs; the launcher prints.
+    let Some(f) = dsm::netbench::measure(mode, iters)? else {
+        return Ok(());
+    };
+    outln!("net ({mode}): remote-write one-way latency        {:8.3} us", f.one_way_us);
+    for (label, rtt) in [("polling", f.round_trip_polling_us), ("parked", f.round_trip_parked_us)] {
+        outln!("net ({mode}): null message round trip, {label:<8}  {rtt:8.3} us");
     }
-
-    for (label, gap) in [
-        ("polling", Duration::ZERO),
-        ("parked", Duration::from_micros(300)),
-    ] {
-        let n = if gap.is_zero() { iters } else { iters.min(300) };
-        let r = skip_other(launch(&spec(2, mode), |ctx| {
-            let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
-            if ctx.node == 1 {
-                let mut quit = false;
-                while !quit {
-                    let got = net.poll(|m| {
-                        if m.kind == QUIT {
-                            quit = true;
-                        }
-                        net.reply(m.from, m.slot, m.token, &[]).unwrap();
-                    });
-                    if got == 0 && !gap.is_zero() {
-                        net.wait_for_messages().map_err(|e| e.to_string())?;
-                    }
-                }
-                return Ok(Vec::new());
-            }
-            let mut out = Vec::new();
-            let mut samples = Vec::with_capacity(n);
-            for _ in 0..n {
-                busy_wait(gap);
-                let t = Instant::now();
-                net.request(NodeId::from_usize(1), PING, 0, &[], &mut out)
-                    .map_err(|e| e.to_string())?;
-                samples.push(t.elapsed().as_nanos() as u64);
-            }
-            net.request(NodeId::from_usize(1), QUIT, 0, &[], &mut out)
-                .map_err(|e| e.to_string())?;
-            Ok(serde_json::to_vec(&median_us(samples)).unwrap())
-        }))?;
-        if let Some(r) = r {
-            let rtt: f64 = serde_json::from_slice(&r[0])?;
-            outln!("net ({mode}): null message round trip, {label:<8}  {rtt:8.3} us");
-        }
+    for (nodes, t) in f.broadcast_us {
+        outln!("net ({mode}): broadcast write to {nodes} nodes          {t:8.3} us");
     }
-
-    for nodes in [2usize, 4] {
-        let r = skip_other(launch(&spec(nodes, mode), |ctx| {
-            let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
-            let r = net
-                .alloc_region(MC_PAGE_BYTES, Backing::Pool, "broadcast")
-                .map_err(|e| e.to_string())?;
-            net.attach_rx(&r, 0, MC_PAGE_BYTES, true);
-            dsm::launch::startup_barrier(net.fabric(), ctx.node).map_err(|e| e.to_string())?;
-            let mut samples = Vec::new();
-            if ctx.node == 0 {
-                for i in 0..iters as u64 {
-                    let t = Instant::now();
-                    net.tx(r).write_u64(0, i);
-                    samples.push(t.elapsed().as_nanos() as u64);
-                }
-            }
-            Ok(serde_json::to_vec(&median_us(samples)).unwrap())
-        }))?;
-        if let Some(r) = r {
-            let t: f64 = serde_json::from_slice(&r[0])?;
-            outln!("net ({mode}): broadcast write to {nodes} nodes          {t:8.3} us");
-        }
-    }
-
-    let r = skip_other(launch(&spec(2, mode), |ctx| {
-        let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
-        let r = net
-            .alloc_region(64 * 1024, Backing::Pool, "bandwidth")
-            .map_err(|e| e.to_string())?;
-        if ctx.node == 0 {
-            net.attach_rx(&r, 0, r.len, false);
-        }
-        dsm::launch::startup_barrier(net.fabric(), ctx.node).map_err(|e| e.to_string())?;
-        let mut rates = Vec::new();
-        if ctx.node == 1 {
-            let buf = vec![7u8; 64 * 1024];
-            for size in [64usize, 256, 1024, 4096, 16384, 65536] {
-                let reps = (64 << 20) / size;
-                let t = Instant::now();
-                for _ in 0..reps {
-                    net.tx(r).write(0, &buf[..size]);
-                }
-                rates.push((size, (reps * size) as f64 / t.elapsed().as_secs_f64() / 1e6));
-            }
-        }
-        Ok(serde_json::to_vec(&rates).unwrap())
-    }))?;
-    let Some(r) = r else { return Ok(()) }; // the last run: nothing follows it
-    let rates: Vec<(usize, f64)> = serde_json::from_slice(&r[1])?;
-    for (size, mbs) in rates {
+    for (size, mbs) in f.bandwidth_mb_s {
         outln!("net ({mode}): bandwidth, {size:>6}-byte writes     {mbs:9.1} MB/s");
     }
     Ok(())

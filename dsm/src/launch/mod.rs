@@ -81,6 +81,8 @@
 
 #[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(test)]
+mod tests;
 
 use crate::control::{node_state, AbortOrigin};
 use crate::net::{Fabric, Layout, Profile, RESULT_BYTES};
@@ -291,6 +293,7 @@ enum StopPoint {
 }
 
 /// The cause a node reports when `DSM_TEST_STOP` asks it to fail (`N:failed`).
+#[cfg(feature = "mpi")]
 pub(crate) fn test_failure_cause(node: usize) -> String {
     format!("node {node} failed on purpose (DSM_TEST_STOP={node}:failed, a variable for tests only)")
 }
@@ -323,6 +326,7 @@ fn test_stops() -> Result<Vec<(usize, StopPoint)>, LaunchError> {
 }
 
 /// Whether `DSM_TEST_STOP` names `node` at `point`.
+#[cfg(feature = "mpi")]
 fn asked_at(node: usize, point: StopPoint) -> bool {
     test_stops()
         .unwrap_or_default()

@@ -470,6 +470,7 @@ impl Fabric {
 
     /// The arrival log of `node`: the first word of every packet it received, in arrival
     /// order (empty without a trace; panics if the log overflowed).
+    #[cfg(test)]
     pub fn arrivals(&self, node: usize) -> Vec<u64> {
         if self.layout.trace_entries == 0 {
             return Vec::new();
@@ -483,12 +484,6 @@ impl Fabric {
         (0..count)
             .map(|i| self.trace_word(node, i + 1).load(Ordering::Relaxed))
             .collect()
-    }
-
-    /// Marks the cluster as failed: every runtime wait returns an error from now on
-    /// (the control block's `Control::abort`).
-    pub fn abort(&self) {
-        self.control().abort();
     }
 
     /// True once the cluster has aborted.

@@ -62,7 +62,6 @@ mod msg;
 pub(crate) mod timing;
 mod transport;
 
-pub use crate::control::AbortOrigin;
 pub use crate::ids::{NodeId, NodeSet, MAX_NODES};
 pub use crate::profile::{Features, Profile};
 pub use fabric::{fixed_space_bytes, Fabric, Layout, MAILBOX_BYTES, RESULT_BYTES, RING_BYTES};
@@ -245,7 +244,8 @@ impl Net {
     }
 
     /// The simulated fabric this node runs on, for the launcher's business (the control
-    /// block, the result areas, the start-up barrier). Panics under another transport.
+    /// block, the result areas, the start-up barrier): the cluster's shared one, or under
+    /// MPI the rank's own local one (`crate::launch`, "MPI ranks").
     pub fn fabric(&self) -> &Arc<Fabric> {
         self.port
             .fabric()
@@ -260,12 +260,6 @@ impl Net {
     /// This node's traffic counters.
     pub fn counters(&self) -> NetCounters {
         self.port.counters()
-    }
-
-    /// Marks the cluster as failed: every runtime wait returns an error from now on
-    /// (the control block's `Control::abort`).
-    pub fn abort(&self) {
-        self.port.control().abort();
     }
 
     /// True once the cluster has aborted.
@@ -308,6 +302,7 @@ impl Net {
     }
 
     /// A region at a fixed offset, checked against the address space.
+    #[cfg(test)]
     pub fn region_at(&self, offset: u64, len: u64, backing: Backing) -> Result<Region, NetError> {
         let space = self.address_space_bytes;
         match offset.checked_add(len) {
@@ -361,6 +356,7 @@ impl Net {
     /// Acknowledge request: returns once every packet this node sent before has landed
     /// (and every write ordered before them has reached this node). Serves no messages
     /// while it waits; see `Net::ack_via` (inside the crate).
+    #[cfg(test)]
     pub fn ack(&self) {
         self.ack_via(&self.seam()).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -395,6 +391,7 @@ impl Net {
     }
 
     /// serve uses `Net::send_via` (inside the crate) with a serving seam.
+    #[cfg(test)]
     pub fn send(
         &self,
         to: NodeId,
@@ -419,18 +416,6 @@ impl Net {
         self.port
             .send(Some(seam), to, kind, from_slot, token, payload)
             .map(|_| ())
-    }
-
-    /// Like [`Net::send`] but returns `Ok(false)` instead of waiting when the ring is full.
-    pub fn try_send(
-        &self,
-        to: NodeId,
-        kind: u16,
-        from_slot: u16,
-        token: u32,
-        payload: &[u8],
-    ) -> Result<bool, MsgError> {
-        self.port.send(None, to, kind, from_slot, token, payload)
     }
 
     /// Hands every waiting inbound message to `f`; returns how many there were.
@@ -599,10 +584,6 @@ impl Tx<'_> {
         std::sync::atomic::fence(Ordering::Release);
         self.net.port.write(&self.region, at, &value.to_ne_bytes());
     }
-
-    pub fn region(&self) -> Region {
-        self.region
-    }
 }
 
 /// This node's receive mapping of a region.
@@ -654,12 +635,5 @@ impl Rx<'_> {
         std::sync::atomic::fence(Ordering::Acquire);
         // SAFETY: the range lies in this node's receive memory; out is a distinct buffer.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr(at), out.as_mut_ptr(), out.len()) };
-    }
-
-    /// Local store into this node's own receive memory (not transmitted).
-    pub fn store_local_u64(&self, at: u64, value: u64) {
-        assert!(at % 8 == 0, "unaligned word store");
-        // SAFETY: as in load_u64.
-        unsafe { (*(self.ptr(at) as *const AtomicU64)).store(value, Ordering::Release) }
     }
 }

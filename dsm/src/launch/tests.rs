@@ -1,11 +1,11 @@
-//! The network layer: ordering rules under concurrent senders, loopback, acknowledge
-//! requests, messages (request/reply under load, full rings, oversized messages), the
+//! Unit tests of the network layer and the launcher, both crate-private: ordering rules
+//! under concurrent senders, loopback, acknowledge requests, messages (request/reply under load, full rings, oversized messages), the
 //! launcher's handling of failed nodes, and configuration errors. Every test runs in both
 //! execution modes unless it says otherwise.
 
-use dsm::launch::{launch, ExecMode, LaunchError, LaunchSpec, NodeCtx};
-use dsm::net::{Backing, Net, NodeId, Region};
-use dsm::profile;
+use crate::launch::{launch, ExecMode, LaunchError, LaunchSpec, NodeCtx};
+use crate::net::{Backing, Net, NodeId, Region};
+use crate::profile;
 use std::time::{Duration, Instant};
 
 fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
@@ -37,7 +37,7 @@ impl Rng {
 fn net_barrier(net: &Net, region: Region, round: u64) {
     if round == 1 {
         // Nobody may transmit before everyone has attached its receive regions.
-        dsm::launch::startup_barrier(net.fabric(), net.node().index()).unwrap();
+        crate::launch::startup_barrier(net.fabric(), net.node().index()).unwrap();
     }
     net.tx(region)
         .write_u64(net.node().index() as u64 * 8, round);
@@ -45,7 +45,7 @@ fn net_barrier(net: &Net, region: Region, round: u64) {
     let start = Instant::now();
     for n in 0..net.nodes() {
         while rx.load_u64(n as u64 * 8) < round {
-            assert!(!net.fabric().aborted(), "{}", dsm::ABORT_MESSAGE);
+            assert!(!net.fabric().aborted(), "{}", crate::control::ABORT_MESSAGE);
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "test barrier stuck waiting for node {n}"
@@ -57,7 +57,7 @@ fn net_barrier(net: &Net, region: Region, round: u64) {
 
 fn barrier_region(net: &Net) -> Region {
     let r = net
-        .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "test barrier")
+        .alloc_region(crate::net::MC_PAGE_BYTES, Backing::Pool, "test barrier")
         .unwrap();
     net.attach_rx(&r, 0, r.len, true);
     r
@@ -102,13 +102,13 @@ fn ordering_run(
         // One point-to-point region per receiver, and one broadcast region with loopback.
         let p2p: Vec<Region> = (0..nodes)
             .map(|_| {
-                net.alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "p2p")
+                net.alloc_region(crate::net::MC_PAGE_BYTES, Backing::Pool, "p2p")
                     .unwrap()
             })
             .collect();
-        net.attach_rx(&p2p[ctx.node], 0, dsm::net::MC_PAGE_BYTES, false);
+        net.attach_rx(&p2p[ctx.node], 0, crate::net::MC_PAGE_BYTES, false);
         let bcast = net
-            .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "bcast")
+            .alloc_region(crate::net::MC_PAGE_BYTES, Backing::Pool, "bcast")
             .unwrap();
         net.attach_rx(&bcast, 0, bcast.len, true);
         net_barrier(&net, bar, 1);
@@ -196,7 +196,7 @@ fn check_ordering(logs: &[Vec<u64>], seed: u64, packets: u64) {
 fn ordering_over_seeds(mode: ExecMode, seeds: std::ops::Range<u64>, packets: u64) {
     for seed in seeds {
         for nodes in [2, 3, 4] {
-            match dsm::skip_other_run(ordering_run(mode, nodes, seed, packets)) {
+            match crate::launch::skip_other_run(ordering_run(mode, nodes, seed, packets)) {
                 Ok(None) => continue,
                 Err(e) => panic!("seed {seed}, {nodes} nodes: {e}"),
                 Ok(Some(logs)) => check_ordering(&logs, seed, packets),
@@ -221,10 +221,10 @@ fn loopback(mode: ExecMode) {
     let r = launch(&spec(2, mode), |ctx| {
         let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let with = net
-            .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "with")
+            .alloc_region(crate::net::MC_PAGE_BYTES, Backing::Pool, "with")
             .unwrap();
         let without = net
-            .alloc_region(dsm::net::MC_PAGE_BYTES, Backing::Pool, "without")
+            .alloc_region(crate::net::MC_PAGE_BYTES, Backing::Pool, "without")
             .unwrap();
         net.attach_rx(&with, 0, with.len, true);
         net.attach_rx(&without, 0, without.len, false);
@@ -374,7 +374,7 @@ fn request_reply_under_load_with_processes() {
 fn oversized_message_is_a_clear_error() {
     let r = launch(&spec(2, ExecMode::Threads), |ctx| {
         let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
-        let big = vec![0u8; dsm::net::MAX_MESSAGE_BYTES + 1];
+        let big = vec![0u8; crate::net::MAX_MESSAGE_BYTES + 1];
         let other = NodeId::from_usize(1 - ctx.node);
         let e = net.send(other, ECHO, 0, 0, &big).unwrap_err();
         Ok(e.to_string().into_bytes())
@@ -397,7 +397,7 @@ fn crash(mode: ExecMode, how: &'static str) -> LaunchError {
         if ctx.node == 1 {
             match how {
                 "panic" => panic!("node one gives up"),
-                "kill" => dsm::testing::raise_kill(),
+                "kill" => crate::testing::raise_kill(),
                 _ => std::process::exit(3),
             }
         }
@@ -425,7 +425,7 @@ fn crashed_node_is_reported_with_processes() {
         ),
     ] {
         match crash(ExecMode::Processes, how) {
-            e if dsm::OtherRun::is_other_run(&e) => continue,
+            e if crate::launch::OtherRun::is_other_run(&e) => continue,
             e => assert_eq!(e.to_string(), want, "{how}"),
         }
     }
@@ -472,7 +472,7 @@ fn acknowledge(mode: ExecMode) {
     let r = launch(&spec(2, mode), |ctx| {
         let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let data = net
-            .alloc_region(4 * dsm::net::MC_PAGE_BYTES, Backing::Pool, "data")
+            .alloc_region(4 * crate::net::MC_PAGE_BYTES, Backing::Pool, "data")
             .unwrap();
         if ctx.node == 1 {
             net.attach_rx(&data, 0, data.len, false);
@@ -530,7 +530,7 @@ fn acknowledge_requests_with_processes() {
 /// would, including runs that cross a page boundary, and nothing else is touched.
 #[test]
 fn grouped_runs_land_like_single_writes() {
-    let page = dsm::net::MC_PAGE_BYTES as usize;
+    let page = crate::net::MC_PAGE_BYTES as usize;
     let r = launch(&spec(2, ExecMode::Threads), |ctx| {
         let net = Net::new(ctx.fabric, NodeId::from_usize(ctx.node));
         let region = net
