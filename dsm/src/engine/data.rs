@@ -62,6 +62,26 @@ impl Node {
         );
     }
 
+    /// The data of page `p` that a recall took out of exclusive mode here, as the recall's
+    /// answer carries it: under remote-write data it is written into the home's master
+    /// copy now, ordered before the answer, which then carries nothing; under diff
+    /// messages the answer carries it.
+    pub(super) fn recalled_data(&self, p: PageId, data: Vec<u8>) -> Vec<u8> {
+        match self.protocol.data {
+            DataStrategy::RemoteWrite => {
+                let region = self
+                    .regions
+                    .data
+                    .expect("remote-write data needs the data region");
+                self.net
+                    .tx(region)
+                    .write(u64::from(p.0) * self.page_bytes as u64, &data);
+                Vec::new()
+            }
+            DataStrategy::Messages => data,
+        }
+    }
+
     /// Sends the diff of page `p` against `twin` to its home; returns the page's sharers
     /// as the home (or the replicated directory) knows them. The caller holds the page
     /// lock and has write-protected the page.

@@ -302,151 +302,24 @@ impl Node {
                 version,
                 check,
             } => {
-                let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
-                else {
-                    return Outcome::Defer;
+                let want = Want {
+                    migrate,
+                    exclusive,
+                    rehome,
                 };
-                if let Some(mut st) = st.take() {
-                    if let Some(holder) = st.excl_at {
-                        if st.recalling {
-                            // The recall's flush has not landed: wait for it.
-                            st.defer();
-                            return Outcome::Defer;
-                        }
-                        assert_ne!(
-                            holder, from,
-                            "{}: {page} fetched by its exclusive holder",
-                            self.id
-                        );
-                        st.recalling = true;
-                        st.check(self.id);
-                        answer(&Reply::Holder { holder });
-                        return Outcome::Done;
-                    }
-                    let want = Want {
-                        migrate,
-                        exclusive,
-                        rehome,
-                    };
-                    // A copy the requester holds valid, if it does (for a migration).
-                    let copy = (!needs_page).then_some(CopyVersion { version, check });
-                    self.serve_fetch(page, &mut st, from, want, copy, &answer);
-                }
-                Outcome::Done
+                // A copy the requester holds valid, if it does (for a migration).
+                let copy = (!needs_page).then_some(CopyVersion { version, check });
+                self.handle_fetch(from, page, want, copy, &answer)
             }
-            Msg::Diff { page, runs } => {
-                let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h }))
-                else {
-                    return Outcome::Defer;
-                };
-                if let Some(mut st) = st.take() {
-                    if let Some(holder) = st.excl_at {
-                        // Only the holder can have written, after a recall ended its
-                        // exclusive mode: its diff follows the flush.
-                        assert!(
-                            st.recalling,
-                            "{}: a diff of {page} from {from} while {} holds it exclusively",
-                            self.id, holder
-                        );
-                        st.defer();
-                        return Outcome::Defer;
-                    }
-                    runs.check(self.page_bytes).unwrap_or_else(|e| {
-                        panic!("{}: bad diff from {from}: {e}", self.id)
-                    });
-                    self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
-                    st.master_changes();
-                    answer(&Reply::DiffAck {
-                        meta: self.piggyback(page, &st),
-                    });
-                }
-                Outcome::Done
-            }
-            Msg::Drop { page } => {
-                let Some(mut st) = self.lock_as_home(page, |_| {
-                    NodeCounters::bump(&self.counters.stale_drops);
-                }) else {
-                    return Outcome::Defer;
-                };
-                if let Some(mut st) = st.take() {
-                    st.sharers.remove(from);
-                }
-                Outcome::Done
-            }
-            Msg::Recall { page } => {
-                // At the exclusive holder (not the home). The page lock is held only by
-                // processors that do not wait for this recall to finish.
-                let Some(mut st) = self.try_lock_page(page) else {
-                    return Outcome::Defer;
-                };
-                let data = if st.exclusive {
-                    let data = self.end_exclusive(page, &mut st);
-                    if self.protocol.data == DataStrategy::RemoteWrite {
-                        // Into the master copy now, ordered before our answer.
-                        let region = self
-                            .regions
-                            .data
-                            .expect("remote-write data needs the data region");
-                        self.net
-                            .tx(region)
-                            .write(u64::from(page.0) * self.page_bytes as u64, &data);
-                        Vec::new()
-                    } else {
-                        data
-                    }
-                } else {
-                    Vec::new()
-                };
-                answer(&Reply::Flushed { data: &data });
-                Outcome::Done
-            }
+            Msg::Diff { page, runs } => self.handle_diff(from, page, runs, &answer),
+            Msg::Drop { page } => self.handle_drop(from, page),
+            Msg::Recall { page } => self.handle_recall(page, &answer),
             Msg::Flush {
                 page,
                 holder,
                 fetch,
                 data,
-            } => {
-                let Some(mut st) = self.lock_as_home(page, |h| {
-                    panic!(
-                        "{}: a flush of {page} from {from}, whose home is {h}",
-                        self.id
-                    )
-                }) else {
-                    return Outcome::Defer;
-                };
-                let Some(mut st) = st.take() else {
-                    return Outcome::Done;
-                };
-                let p = page;
-                assert_eq!(
-                    fetch,
-                    from != holder,
-                    "{}: flush of {p} from {from}",
-                    self.id
-                );
-                if !self.apply_flush(p, &mut st, holder, data) {
-                    assert!(
-                        fetch && data.is_empty(),
-                        "{}: a flush of {p} held by {holder}, recorded at {:?}",
-                        self.id,
-                        st.excl_at
-                    );
-                }
-                if fetch {
-                    // The recaller reports: the recall is over; serve its fetch.
-                    assert!(
-                        st.recalling,
-                        "{}: {p} flushed unrecalled",
-                        self.id
-                    );
-                    st.recalling = false;
-                    self.serve_fetch(p, &mut st, from, Want::default(), None, &answer);
-                } else {
-                    st.check(self.id);
-                    answer(&Reply::Ack);
-                }
-                Outcome::Done
-            }
+            } => self.handle_flush(from, page, holder, fetch, data, &answer),
             Msg::Notice { pages } => {
                 self.dir.receive_notices(pages.iter());
                 self.net
@@ -463,6 +336,162 @@ impl Node {
                 unreachable!("synchronization messages are handled by the sync strategy")
             }
         }
+    }
+
+    /// `Fetch` at the page's home: the page (or the home, for a migration), or the name of
+    /// the exclusive holder to recall it from (2.3.1, 2.3.5; "Exclusive mode" above).
+    fn handle_fetch(
+        &self,
+        from: NodeId,
+        page: PageId,
+        want: Want,
+        copy: Option<CopyVersion>,
+        answer: &dyn Fn(&Reply<'_>),
+    ) -> Outcome {
+        let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h })) else {
+            return Outcome::Defer;
+        };
+        if let Some(mut st) = st.take() {
+            if let Some(holder) = st.excl_at {
+                if st.recalling {
+                    // The recall's flush has not landed: wait for it.
+                    st.defer();
+                    return Outcome::Defer;
+                }
+                assert_ne!(
+                    holder, from,
+                    "{}: {page} fetched by its exclusive holder",
+                    self.id
+                );
+                st.recalling = true;
+                st.check(self.id);
+                answer(&Reply::Holder { holder });
+                return Outcome::Done;
+            }
+            self.serve_fetch(page, &mut st, from, want, copy, answer);
+        }
+        Outcome::Done
+    }
+
+    /// `Diff` at the page's home: the runs applied to the master copy, acknowledged with
+    /// the page's metadata (diff messages, 2.3.2).
+    fn handle_diff(
+        &self,
+        from: NodeId,
+        page: PageId,
+        runs: crate::wire::DiffRuns<'_>,
+        answer: &dyn Fn(&Reply<'_>),
+    ) -> Outcome {
+        let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h })) else {
+            return Outcome::Defer;
+        };
+        if let Some(mut st) = st.take() {
+            if let Some(holder) = st.excl_at {
+                // Only the holder can have written, after a recall ended its
+                // exclusive mode: its diff follows the flush.
+                assert!(
+                    st.recalling,
+                    "{}: a diff of {page} from {from} while {} holds it exclusively",
+                    self.id, holder
+                );
+                st.defer();
+                return Outcome::Defer;
+            }
+            runs.check(self.page_bytes).unwrap_or_else(|e| {
+                panic!("{}: bad diff from {from}: {e}", self.id)
+            });
+            self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
+            st.master_changes();
+            answer(&Reply::DiffAck {
+                meta: self.piggyback(page, &st),
+            });
+        }
+        Outcome::Done
+    }
+
+    /// `Drop` at the page's home (home-held metadata): the sender left the sharing set. A
+    /// drop that finds the home moved is stale and counted.
+    fn handle_drop(&self, from: NodeId, page: PageId) -> Outcome {
+        let Some(mut st) = self.lock_as_home(page, |_| {
+            NodeCounters::bump(&self.counters.stale_drops);
+        }) else {
+            return Outcome::Defer;
+        };
+        if let Some(mut st) = st.take() {
+            st.sharers.remove(from);
+        }
+        Outcome::Done
+    }
+
+    /// `Recall` at the page's exclusive holder (not the home): exclusive mode ends and the
+    /// page's data goes to the master copy ([`Node::recalled_data`]).
+    fn handle_recall(&self, page: PageId, answer: &dyn Fn(&Reply<'_>)) -> Outcome {
+        // The page lock is held only by processors that do not wait for this recall to
+        // finish.
+        let Some(mut st) = self.try_lock_page(page) else {
+            return Outcome::Defer;
+        };
+        let data = if st.exclusive {
+            let data = self.end_exclusive(page, &mut st);
+            self.recalled_data(page, data)
+        } else {
+            Vec::new()
+        };
+        answer(&Reply::Flushed { data: &data });
+        Outcome::Done
+    }
+
+    /// `Flush` at the page's home: a recalled page's data from its holder, or the
+    /// recaller's report that the recall is over (then its fetch is served).
+    fn handle_flush(
+        &self,
+        from: NodeId,
+        page: PageId,
+        holder: NodeId,
+        fetch: bool,
+        data: &[u8],
+        answer: &dyn Fn(&Reply<'_>),
+    ) -> Outcome {
+        let Some(mut st) = self.lock_as_home(page, |h| {
+            panic!(
+                "{}: a flush of {page} from {from}, whose home is {h}",
+                self.id
+            )
+        }) else {
+            return Outcome::Defer;
+        };
+        let Some(mut st) = st.take() else {
+            return Outcome::Done;
+        };
+        let p = page;
+        assert_eq!(
+            fetch,
+            from != holder,
+            "{}: flush of {p} from {from}",
+            self.id
+        );
+        if !self.apply_flush(p, &mut st, holder, data) {
+            assert!(
+                fetch && data.is_empty(),
+                "{}: a flush of {p} held by {holder}, recorded at {:?}",
+                self.id,
+                st.excl_at
+            );
+        }
+        if fetch {
+            // The recaller reports: the recall is over; serve its fetch.
+            assert!(
+                st.recalling,
+                "{}: {p} flushed unrecalled",
+                self.id
+            );
+            st.recalling = false;
+            self.serve_fetch(p, &mut st, from, Want::default(), None, answer);
+        } else {
+            st.check(self.id);
+            answer(&Reply::Ack);
+        }
+        Outcome::Done
     }
 
     /// For a handler acting on page `p` at its home: `None` if the message must be
