@@ -1,7 +1,9 @@
 //! The coherence engine of one node (section 2.2 of the paper): page faults, twins, diffs,
 //! the dirty list, write notices, release and acquire, home migration (2.3.5), and the
 //! message handlers. The strategies of section 2.3 are chosen by [`Protocol`] and live in
-//! files of their own: data propagation in [`data`], metadata in `crate::directory`,
+//! files of their own: data propagation in [`data`] (one file per strategy behind
+//! `data::Data`), metadata in `crate::directory` and [`metadata`] (likewise behind
+//! `metadata::Metadata`),
 //! synchronization in `crate::sync`, the home policy in [`home`], adaptive broadcast in
 //! `crate::broadcast`. Per-page state is in [`crate::page`], the handlers in [`service`].
 //!
@@ -136,6 +138,10 @@ pub(crate) struct Node {
     pub page_bytes: usize,
     pub npages: usize,
     pub protocol: Protocol,
+    /// The protocol's metadata strategy ([`metadata::strategy`]), chosen once.
+    metadata: &'static dyn metadata::Metadata,
+    /// The protocol's data strategy ([`data::strategy`]), chosen once.
+    data: &'static dyn data::Data,
     pub net: Net,
     /// Address of the application view of the heap in this process.
     pub app_base: usize,
@@ -306,6 +312,8 @@ impl Node {
             page_bytes,
             npages,
             protocol,
+            metadata: metadata::strategy(protocol.metadata),
+            data: data::strategy(protocol.data),
             net,
             app_base,
             alias,
