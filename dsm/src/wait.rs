@@ -120,7 +120,7 @@
 //! ([`Seam::look_as_poller`]), and handles it (`Serve::serve_polled`). The look is User
 //! time, as Cashmere's polling instructions were part of the program; the handling is
 //! Message time, and the count `polled_messages`. While processors look
-//! ([`pollers_look`]) and the rank's threads use its cores, the progress thread sleeps
+//! (`pollers_look`) and the rank's threads use its cores, the progress thread sleeps
 //! longer between its own looks (`net::mpi`). 2-rank SOR then runs about 1.7 times as
 //! fast (ARCHITECTURE.md, "MPI"). Under the simulated network a ring wakes the service at
 //! once, and measured there, polling made 2 x 1 SOR slower at the paper's size (median
@@ -415,7 +415,7 @@ const POLL_STRIDE_MAX: u32 = 64;
 
 /// When a processor of this process last looked for messages at a poll point
 /// (`sys::monotonic_ns`): the MPI progress thread sleeps longer between its own looks
-/// while processors look ([`pollers_look`]).
+/// while processors look (`pollers_look`, MPI builds).
 static LAST_POLL_POINT_NS: AtomicU64 = AtomicU64::new(0);
 
 /// True if a processor of this process looked for messages at a poll point within the

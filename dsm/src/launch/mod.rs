@@ -141,7 +141,7 @@ pub struct LaunchSpec {
     /// Arguments for node processes; `None` means: inside a libtest test, run just that
     /// test; otherwise, this process's own arguments.
     pub child_args: Option<Vec<OsString>>,
-    /// Entries of each node's arrival log (0: none); see [`crate::net::Fabric::arrivals`].
+    /// Entries of each node's arrival log (0: none); see `Fabric::arrivals` (test builds).
     pub trace_entries: usize,
 }
 
@@ -288,7 +288,7 @@ enum StopPoint {
     /// without a receiver.
     AfterNode,
     /// MPI only: the rank's node fails at once (its node function is not run) with the
-    /// cause [`test_failure_cause`], as a node whose program returned an error does.
+    /// cause `test_failure_cause`, as a node whose program returned an error does.
     Failed,
 }
 

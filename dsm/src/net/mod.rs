@@ -361,7 +361,7 @@ impl Net {
         self.ack_via(&self.seam()).unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// [`Net::ack`], waiting through `seam`.
+    /// `Net::ack`, waiting through `seam`.
     pub(crate) fn ack_via(&self, seam: &Seam<'_>) -> Result<(), MsgError> {
         self.port.ack(seam)
     }
@@ -403,7 +403,7 @@ impl Net {
         self.send_via(&self.seam(), to, kind, from_slot, token, payload)
     }
 
-    /// Like [`Net::send`], waiting for ring space through `seam`.
+    /// Like `Net::send`, waiting for ring space through `seam`.
     pub(crate) fn send_via(
         &self,
         seam: &Seam<'_>,
@@ -469,7 +469,7 @@ impl Net {
 
     /// Sends a request and waits for its reply. `slot` is the caller's mailbox; each
     /// mailbox has at most one request outstanding. Serves no messages while it waits (see
-    /// [`Net::send`]).
+    /// `Net::send`).
     pub fn request(
         &self,
         to: NodeId,
