@@ -71,7 +71,7 @@
 //! nothing is broadcast, while `excl_at` is set.
 
 use super::{CopyVersion, Node, PageGuard, Want};
-use crate::config::{DataStrategy, HomePolicy};
+use crate::config::HomePolicy;
 use crate::ids::{NodeId, NodeSet, PageId};
 use crate::page::{Hint, PageState};
 use crate::stats::NodeCounters;
@@ -599,14 +599,14 @@ impl Node {
         if migrate || rehome {
             // Home migration never moves a master copy in network space (2.3.5); the
             // first touch after initialization may, as first touch attaches one.
-            debug_assert!(rehome || self.protocol.data != DataStrategy::RemoteWrite);
+            debug_assert!(rehome || !self.data.master_in_network_space());
             // A requester whose copy is the master's version gets no page; otherwise the
             // copy into the grant is the transfer (charged as wire time).
             // (Only home migration keeps versions true: `PageState::version`.)
             let current = migrate
                 && !rehome
                 && self.protocol.home == HomePolicy::Migrating
-                && self.protocol.data != DataStrategy::RemoteWrite
+                && !self.data.master_in_network_space()
                 && copy.is_some_and(|c| {
                     c.version == st.version && {
                         assert!(

@@ -55,4 +55,8 @@ impl Data for Messages {
     fn recalled_data(&self, _: &Node, _: PageId, data: Vec<u8>) -> Vec<u8> {
         data
     }
+
+    fn master_in_network_space(&self) -> bool {
+        false
+    }
 }

@@ -36,6 +36,10 @@ pub(super) trait Data: Sync {
     /// The data of page `p` that a recall took out of exclusive mode at `node`, as the
     /// recall's answer carries it.
     fn recalled_data(&self, node: &Node, p: PageId, data: Vec<u8>) -> Vec<u8>;
+
+    /// Whether the master copies live in network address space (remote-write data), where
+    /// home migration never moves one (2.3.5).
+    fn master_in_network_space(&self) -> bool;
 }
 
 /// The strategy a protocol's data column names.

@@ -52,4 +52,8 @@ impl Data for RemoteWrite {
             .write(u64::from(p.0) * node.page_bytes as u64, &data);
         Vec::new()
     }
+
+    fn master_in_network_space(&self) -> bool {
+        true
+    }
 }
