@@ -1,5 +1,5 @@
 //! The README's example program (`examples/histogram.rs`) under `mpirun` (a build with
-//! `--features mpi`): on 2 ranks under CSM-None and on 4 under CSM-None-Mg, rank 0 alone
+//! `--features mpi`): on 2 and on 4 ranks, under CSM-None and CSM-None-Mg, rank 0 alone
 //! prints its line, with no bucket wrong. If `mpirun` is missing the test fails with the
 //! install command.
 #![cfg(feature = "mpi")]
@@ -21,7 +21,7 @@ fn histogram() -> std::path::PathBuf {
 
 #[test]
 fn the_readme_example_runs_on_mpi_ranks() {
-    for (np, variant) in [(2, "CSM-None"), (4, "CSM-None-Mg")] {
+    for (np, variant) in [(2, "CSM-None"), (2, "CSM-None-Mg"), (4, "CSM-None"), (4, "CSM-None-Mg")] {
         let nodes = np.to_string();
         let out = support::mpirun(np, &histogram(), &[variant, &nodes, "2"], &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);
