@@ -83,7 +83,7 @@ pub use config::{
     MAX_HEAP_BYTES,
 };
 pub use launch::{skip_other_run, ExecMode, LaunchError, OtherRun};
-pub use net::MAX_NODES;
+pub use net::{NetError, MAX_NODES};
 pub use sync::SyncError;
 pub use sched::{WakeJitter, MAX_VIRTUAL_NS};
 pub use stats::{Breakdown, Counters, Timed};
