@@ -64,19 +64,7 @@ const PAGE_WORDS: usize = 512;
 const WIDE_PAGES: usize = 2;
 const FAR_PAGES: usize = 3;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use dsm::testing::SplitMix64 as Rng;
 
 /// The owner of each word in a round: a seeded random partition (not blocks), so owners
 /// interleave within pages.
@@ -952,12 +940,12 @@ fn sw_model(seed: u64, procs: usize, nprocs: usize) -> Vec<(Vec<u64>, Vec<u64>)>
         let mut r = Rng(seed ^ 0x9A9A ^ (round as u64) << 32);
         for (w, word) in words.iter_mut().enumerate() {
             for (off, size, _) in sw_fields(seed, round, w, procs, nprocs) {
-                *word = sw_put(*word, off, size, r.next());
+                *word = sw_put(*word, off, size, r.next_u64());
             }
         }
         for word in mixed.iter_mut() {
             for off in 2..8 {
-                *word = sw_put(*word, off, 1, r.next());
+                *word = sw_put(*word, off, 1, r.next_u64());
             }
         }
         for q in 0..nprocs {

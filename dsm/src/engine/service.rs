@@ -351,25 +351,26 @@ impl Node {
         let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h })) else {
             return Outcome::Defer;
         };
-        if let Some(mut st) = st.take() {
-            if let Some(holder) = st.excl_at {
-                if st.recalling {
-                    // The recall's flush has not landed: wait for it.
-                    st.defer();
-                    return Outcome::Defer;
-                }
-                assert_ne!(
-                    holder, from,
-                    "{}: {page} fetched by its exclusive holder",
-                    self.id
-                );
-                st.recalling = true;
-                st.check(self.id);
-                answer(&Reply::Holder { holder });
-                return Outcome::Done;
+        let Some(mut st) = st.take() else {
+            return Outcome::Done;
+        };
+        if let Some(holder) = st.excl_at {
+            if st.recalling {
+                // The recall's flush has not landed: wait for it.
+                st.defer();
+                return Outcome::Defer;
             }
-            self.serve_fetch(page, &mut st, from, want, copy, answer);
+            assert_ne!(
+                holder, from,
+                "{}: {page} fetched by its exclusive holder",
+                self.id
+            );
+            st.recalling = true;
+            st.check(self.id);
+            answer(&Reply::Holder { holder });
+            return Outcome::Done;
         }
+        self.serve_fetch(page, &mut st, from, want, copy, answer);
         Outcome::Done
     }
 
@@ -385,27 +386,27 @@ impl Node {
         let Some(mut st) = self.lock_as_home(page, |h| answer(&Reply::Moved { home: h })) else {
             return Outcome::Defer;
         };
-        if let Some(mut st) = st.take() {
-            if let Some(holder) = st.excl_at {
-                // Only the holder can have written, after a recall ended its
-                // exclusive mode: its diff follows the flush.
-                assert!(
-                    st.recalling,
-                    "{}: a diff of {page} from {from} while {} holds it exclusively",
-                    self.id, holder
-                );
-                st.defer();
-                return Outcome::Defer;
-            }
-            runs.check(self.page_bytes).unwrap_or_else(|e| {
-                panic!("{}: bad diff from {from}: {e}", self.id)
-            });
-            self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
-            st.master_changes();
-            answer(&Reply::DiffAck {
-                meta: self.piggyback(page, &st),
-            });
+        let Some(mut st) = st.take() else {
+            return Outcome::Done;
+        };
+        if let Some(holder) = st.excl_at {
+            // Only the holder can have written, after a recall ended its exclusive mode:
+            // its diff follows the flush.
+            assert!(
+                st.recalling,
+                "{}: a diff of {page} from {from} while {} holds it exclusively",
+                self.id, holder
+            );
+            st.defer();
+            return Outcome::Defer;
         }
+        runs.check(self.page_bytes)
+            .unwrap_or_else(|e| panic!("{}: bad diff from {from}: {e}", self.id));
+        self.apply_runs(page, runs.iter().flat_map(|r| r.ranges()));
+        st.master_changes();
+        answer(&Reply::DiffAck {
+            meta: self.piggyback(page, &st),
+        });
         Outcome::Done
     }
 

@@ -20,17 +20,8 @@ fn spec(nodes: usize, mode: ExecMode) -> LaunchSpec {
     }
 }
 
-/// SplitMix64, for reproducible random traffic.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+// SplitMix64, for reproducible random traffic.
+use crate::testing::SplitMix64 as Rng;
 
 /// A network-level barrier for tests: every node broadcasts its arrival count into a
 /// region every node receives, then waits to see everyone's.
@@ -75,11 +66,11 @@ fn plan(seed: u64, node: usize, nodes: usize, packets: u64) -> Vec<(u64, u64, Op
     let mut rng = Rng(seed ^ (node as u64 * 0x1234_5678));
     (0..packets)
         .map(|seq| {
-            let word = (rng.next() % 64) * 8;
-            if nodes == 1 || rng.next() % 3 == 0 {
+            let word = (rng.next_u64() % 64) * 8;
+            if nodes == 1 || rng.next_u64() % 3 == 0 {
                 (word, tag(node, BCAST, seq), None)
             } else {
-                let to = (node + 1 + (rng.next() % (nodes as u64 - 1)) as usize) % nodes;
+                let to = (node + 1 + (rng.next_u64() % (nodes as u64 - 1)) as usize) % nodes;
                 (word, tag(node, P2P, seq), Some(to))
             }
         })
@@ -294,8 +285,8 @@ fn request_reply(mode: ExecMode, nodes: usize) {
                     let mut rng = Rng(ctx.node as u64 * 77 + c as u64);
                     let mut out = Vec::new();
                     for i in 0..per_client {
-                        let to = NodeId::from_usize((rng.next() % nodes as u64) as usize);
-                        let len = (rng.next() % 3000) as usize;
+                        let to = NodeId::from_usize((rng.next_u64() % nodes as u64) as usize);
+                        let len = (rng.next_u64() % 3000) as usize;
                         let payload: Vec<u8> =
                             (0..len).map(|k| (k as u64 ^ i ^ c as u64) as u8).collect();
                         net.request(to, ECHO, c as u16, &payload, &mut out).unwrap();
@@ -547,10 +538,10 @@ fn grouped_runs_land_like_single_writes() {
             let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
             let mut at = 100usize;
             while at < 3 * page - 200 {
-                let len = 1 + (rng.next() % 150) as usize;
-                let bytes: Vec<u8> = (0..len).map(|_| 1 + (rng.next() % 250) as u8).collect();
+                let len = 1 + (rng.next_u64() % 150) as usize;
+                let bytes: Vec<u8> = (0..len).map(|_| 1 + (rng.next_u64() % 250) as u8).collect();
                 runs.push((at, bytes));
-                at += len + 1 + (rng.next() % 300) as usize;
+                at += len + 1 + (rng.next_u64() % 300) as usize;
             }
             runs.push((page - 3, vec![9; 10])); // crosses into the second page
             let refs: Vec<(usize, &[u8])> = runs.iter().map(|(o, b)| (*o, b.as_slice())).collect();
@@ -564,11 +555,11 @@ fn grouped_runs_land_like_single_writes() {
         let mut rng = Rng(77);
         let mut at = 100usize;
         while at < 3 * page - 200 {
-            let len = 1 + (rng.next() % 150) as usize;
+            let len = 1 + (rng.next_u64() % 150) as usize;
             for k in 0..len {
-                expect[at + k] = 1 + (rng.next() % 250) as u8;
+                expect[at + k] = 1 + (rng.next_u64() % 250) as u8;
             }
-            at += len + 1 + (rng.next() % 300) as usize;
+            at += len + 1 + (rng.next_u64() % 300) as usize;
         }
         expect[page - 3..page + 7].fill(9);
         let mut got = vec![0u8; 3 * page];
