@@ -52,6 +52,10 @@ struct HostLimits {
     /// A protection fault whose handler opens the page with `mprotect` (8 KiB), and the
     /// retried access (`dsm::host::fault_round_trips_ns`).
     fault_round_trip_us: f64,
+    /// The fault round trip's spread over its first `SPREAD_SAMPLES` (as many as the page
+    /// fetches a spread is printed for): max / median and p99 / median, about the least
+    /// spread an operation that takes a fault can show on this host.
+    fault_spread: (f64, f64),
     /// The same on a page in the middle of a `HEAP_BYTES` mapping, as the runtime's pages
     /// are (`dsm::host::fault_round_trips_within_ns`): its `mprotect`s split the mapping
     /// and merge it again. Printed beside the yardstick, not a part of it.
@@ -82,6 +86,7 @@ impl Yardstick {
 
 impl HostLimits {
     const SAMPLES: usize = 2000;
+    const SPREAD_SAMPLES: usize = 1000;
     const PAGE_BYTES: usize = 8192;
     const HEAP_BYTES: usize = 64 << 20;
 
@@ -91,8 +96,13 @@ impl HostLimits {
         let in_heap =
             dsm::host::fault_round_trips_within_ns(Self::PAGE_BYTES, Self::HEAP_BYTES, Self::SAMPLES)
                 .map_err(|e| anyhow::anyhow!("cannot measure a fault round trip: {e}"))?;
+        let median = median_us(faults.clone());
+        let first = &faults[..faults.len().min(Self::SPREAD_SAMPLES)];
+        let first_median = median_us(first.to_vec());
+        let fault_spread = (max_us(first) / first_median, p99_us(first) / first_median);
         Ok(HostLimits {
-            fault_round_trip_us: median_us(faults),
+            fault_round_trip_us: median,
+            fault_spread,
             fault_in_heap_us: median_us(in_heap),
             one_way_message_us: Self::one_way_message_us(),
             page_copy_us: Self::page_copy_us(),
@@ -157,8 +167,11 @@ impl HostLimits {
 
     fn print(&self, mode: ExecMode) {
         outln!(
-            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us ({:.2} us on a page inside a {} MiB mapping), one-way message {:.2} us, 8 KiB page copy {:.2} us; fault+copy {:.2} us",
+            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us (over {} faults max/median {:.1}, p99/median {:.2}; {:.2} us on a page inside a {} MiB mapping), one-way message {:.2} us, 8 KiB page copy {:.2} us; fault+copy {:.2} us",
             self.fault_round_trip_us,
+            Self::SPREAD_SAMPLES,
+            self.fault_spread.0,
+            self.fault_spread.1,
             self.fault_in_heap_us,
             Self::HEAP_BYTES >> 20,
             self.one_way_message_us,
