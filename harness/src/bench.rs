@@ -64,6 +64,10 @@ struct HostLimits {
     one_way_message_us: f64,
     /// A copy of one 8 KiB page, warm in the cache.
     page_copy_us: f64,
+    /// A copy of one 8 KiB page that a thread on the other core has just written, as a
+    /// fetched page is: its lines come from that core's cache. Printed for context, not a
+    /// part of the yardstick. `None` on a host with one allowed CPU.
+    cross_core_copy_us: Option<f64>,
 }
 
 /// What a figure is divided by.
@@ -106,6 +110,7 @@ impl HostLimits {
             fault_in_heap_us: median_us(in_heap),
             one_way_message_us: Self::one_way_message_us(),
             page_copy_us: Self::page_copy_us(),
+            cross_core_copy_us: Self::cross_core_copy_us(),
         })
     }
 
@@ -142,6 +147,59 @@ impl HostLimits {
         })
     }
 
+    /// One thread, bound to one CPU, writes every word of an 8 KiB page and hands it over;
+    /// the other, bound to another, copies it into its own warm buffer and hands it back.
+    /// The median copy, over `SAMPLES`. (Both are threads of their own: the caller's
+    /// binding, which the clusters' threads inherit, stays as it was.)
+    fn cross_core_copy_us() -> Option<f64> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let cpus = dsm::host::allowed_cpus();
+        let (&a, &b) = (cpus.first()?, cpus.get(1)?);
+        let words = Self::PAGE_BYTES / 8;
+        let page: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+        #[repr(align(128))]
+        struct Line(AtomicU64);
+        let (handed, back) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
+        let rounds = Self::SAMPLES as u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = dsm::host::pin_thread(a);
+                for i in 1..=rounds + 100 {
+                    for w in &page {
+                        w.store(i, Ordering::Relaxed);
+                    }
+                    handed.0.store(i, Ordering::Release);
+                    while back.0.load(Ordering::Acquire) != i {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            let copier = s.spawn(|| {
+                let _ = dsm::host::pin_thread(b);
+                let mut dst = vec![0u64; words];
+                let mut copies = Vec::with_capacity(rounds as usize);
+                for i in 1..=rounds + 100 {
+                    while handed.0.load(Ordering::Acquire) != i {
+                        std::hint::spin_loop();
+                    }
+                    let t0 = dsm::host::monotonic_ns();
+                    for (d, w) in dst.iter_mut().zip(&page) {
+                        *d = w.load(Ordering::Relaxed);
+                    }
+                    std::hint::black_box(&mut dst);
+                    let t1 = dsm::host::monotonic_ns();
+                    back.0.store(i, Ordering::Release);
+                    // The first 100 warm up the buffers and the threads.
+                    if i > 100 {
+                        copies.push(t1 - t0);
+                    }
+                }
+                copies
+            });
+            copier.join().ok().map(median_us)
+        })
+    }
+
     /// 100 copies between two warm 8 KiB buffers per sample.
     fn page_copy_us() -> f64 {
         let src = vec![7u8; Self::PAGE_BYTES];
@@ -167,7 +225,7 @@ impl HostLimits {
 
     fn print(&self, mode: ExecMode) {
         outln!(
-            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us (over {} faults max/median {:.1}, p99/median {:.2}; {:.2} us on a page inside a {} MiB mapping), one-way message {:.2} us, 8 KiB page copy {:.2} us; fault+copy {:.2} us",
+            "host limits (this run, {mode}): fault + mprotect round trip {:.2} us (over {} faults max/median {:.1}, p99/median {:.2}; {:.2} us on a page inside a {} MiB mapping), one-way message {:.2} us, 8 KiB page copy {:.2} us ({} from the other core's cache); fault+copy {:.2} us",
             self.fault_round_trip_us,
             Self::SPREAD_SAMPLES,
             self.fault_spread.0,
@@ -176,6 +234,8 @@ impl HostLimits {
             Self::HEAP_BYTES >> 20,
             self.one_way_message_us,
             self.page_copy_us,
+            self.cross_core_copy_us
+                .map_or("not measured".to_string(), |us| format!("{us:.2} us")),
             self.yardstick_us(Yardstick::FaultAndCopy)
         );
     }
