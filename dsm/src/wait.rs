@@ -79,10 +79,19 @@
 //! yields). Nothing is lost: a poller that stops polling (it yields, parks, or its wait
 //! ends) uncounts itself, issues a SeqCst fence, and then looks at the rings (a processor
 //! serves what it finds unless its wait ended holding what it took, and rings its node's
-//! service if messages remain; the service's park checks for messages after its fence).
+//! service if messages remain and no other poller is counted; the service's park checks
+//! for messages after its fence).
 //! The sender stores the message, issues a SeqCst fence and reads the poller count: if its
 //! fence comes first, the poller's look finds the message; if the poller's does, the
-//! sender reads a count without it, and rings if nobody else polls.
+//! sender reads a count without it, and rings if nobody else polls. A stopping poller
+//! leaves what remains to another counted one by the same rule, and of two that stop at
+//! once at least one reads the other's count gone (each uncounts, fences, then reads), so
+//! the last to stop rings. (It used to ring whoever else polled: the two processors of a
+//! node waiting at a CSM-None barrier, whose last arriver's request to its own manager
+//! the other may serve, then woke the parked service at about every barrier, for nothing,
+//! and it took a core from them. SOR 2048 x 2048 x 50 on 1 x 2, processes, 4 interleaved
+//! pairs: CSM-None 1.24-1.56 -> 1.80-1.92, Wait 10-24 -> 1-2.5 ms a processor; CSM-DMS,
+//! 2 x 1 and `bench proto` within their noise.)
 //!
 //! A processor's request to a manager on its own node (a lock or barrier it manages)
 //! is sent counted as a poller, and served by its sender at once
@@ -926,8 +935,9 @@ impl<'s, 'a> Polling<'s, 'a> {
 
     /// Stops counting (once): a sender that saw this poller did not ring, so look once
     /// more for what it sent, after a fence. A processor serves it if it may (`may_serve`:
-    /// it holds nothing) and rings its node's service for what remains; the service needs
-    /// no look, as its park checks for messages after its own fence.
+    /// it holds nothing) and rings its node's service for what remains unless another
+    /// poller is still counted; the service needs no look, as its park checks for messages
+    /// after its own fence.
     fn stop(&mut self, may_serve: bool) {
         if !self.uncount() {
             return;
@@ -938,7 +948,13 @@ impl<'s, 'a> Polling<'s, 'a> {
             if may_serve {
                 s.serve();
             }
-            if s.has_messages() {
+            // Another poller still counted takes what remains within its next checks, as
+            // a sender counts on ("Pollers"); the last one to stop rings. Each uncounts,
+            // fences and then reads the count, so of two that stop at once at least one
+            // sees the other gone.
+            if s.has_messages()
+                && seam.control.bell(seam.node).pollers.load(Ordering::SeqCst) == 0
+            {
                 wake_service(seam.control, seam.node, false);
             }
         }
@@ -982,8 +998,9 @@ pub(crate) fn wake_for_message(control: &Control, node: usize) {
 }
 
 /// Wakes `node`'s idle service, if it is parked, for messages that wait, unless
-/// `unless_polled` and a thread of the node polls (a poller that stops leaves what it did
-/// not take to the service whoever else polls).
+/// `unless_polled` and a thread of the node polls; only a sender's ring (`unless_polled`)
+/// moves the service ("Placement"). A poller that stops reads the count itself and rings
+/// without `unless_polled` only when no other poller is left.
 fn wake_service(control: &Control, node: usize, unless_polled: bool) {
     if crate::sched::wake_now(node) {
         return;
@@ -1790,6 +1807,31 @@ mod tests {
             .until(WaitFor::LocalLock { id: 0 }, || true)
             .unwrap();
         assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "rang for nothing");
+    }
+
+    /// A poller that stops while another is still counted leaves what it did not take to
+    /// that one, as a sender does; the last to stop rings for it.
+    #[test]
+    fn a_poller_that_stops_beside_another_leaves_the_message_to_it() {
+        let f = fabric();
+        let bell = f.bell(0);
+        let before = park_service_by_hand(bell);
+        let hook = OneMessage::waiting();
+        // Another thread of the node spins in a serving wait (counted by hand).
+        bell.pollers.store(1, Ordering::SeqCst);
+        Seam::new(&f, 0)
+            .serving(&hook)
+            .until(WaitFor::LocalLock { id: 0 }, || true)
+            .unwrap();
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before, "rang beside a poller");
+        assert_eq!(bell.pollers.load(Ordering::SeqCst), 1, "the other poller's count changed");
+        // That one stops too, its message still waiting: now it is rung for.
+        bell.pollers.store(0, Ordering::SeqCst);
+        Seam::new(&f, 0)
+            .serving(&hook)
+            .until(WaitFor::LocalLock { id: 0 }, || true)
+            .unwrap();
+        assert_eq!(bell.service_word.load(Ordering::SeqCst), before + 1, "the last poller did not ring");
     }
 
     #[test]
