@@ -948,10 +948,7 @@ impl<'s, 'a> Polling<'s, 'a> {
             if may_serve {
                 s.serve();
             }
-            // Another poller still counted takes what remains within its next checks, as
-            // a sender counts on ("Pollers"); the last one to stop rings. Each uncounts,
-            // fences and then reads the count, so of two that stop at once at least one
-            // sees the other gone.
+            // The last poller to stop rings (module doc, "Pollers").
             if s.has_messages()
                 && seam.control.bell(seam.node).pollers.load(Ordering::SeqCst) == 0
             {

@@ -70,6 +70,27 @@ struct HostLimits {
     cross_core_copy_us: Option<f64>,
 }
 
+/// Rounds of a two-thread hand-over (`HostLimits`) that warm up the lines, the buffers and
+/// the other thread before any is timed.
+const WARM_UP: u64 = 100;
+
+/// A counter on a cache line of its own, which one thread sets and another spins on.
+#[derive(Default)]
+#[repr(align(128))]
+struct Line(std::sync::atomic::AtomicU64);
+
+impl Line {
+    fn set(&self, i: u64) {
+        self.0.store(i, std::sync::atomic::Ordering::Release);
+    }
+
+    fn wait_for(&self, i: u64) {
+        while self.0.load(std::sync::atomic::Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// What a figure is divided by.
 #[derive(Clone, Copy)]
 enum Yardstick {
@@ -117,29 +138,21 @@ impl HostLimits {
     /// Two threads pass a counter back and forth through two cache lines, each spinning on
     /// its own; a round trip is two one-way messages.
     fn one_way_message_us() -> f64 {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        #[repr(align(128))]
-        struct Line(AtomicU64);
-        let (ping, pong) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
-        let rounds = Self::SAMPLES as u64;
+        let (ping, pong) = (Line::default(), Line::default());
+        let rounds = Self::SAMPLES as u64 + WARM_UP;
         std::thread::scope(|s| {
             s.spawn(|| {
-                for i in 1..=rounds + 100 {
-                    while ping.0.load(Ordering::Acquire) != i {
-                        std::hint::spin_loop();
-                    }
-                    pong.0.store(i, Ordering::Release);
+                for i in 1..=rounds {
+                    ping.wait_for(i);
+                    pong.set(i);
                 }
             });
-            let mut trips = Vec::with_capacity(rounds as usize);
-            for i in 1..=rounds + 100 {
+            let mut trips = Vec::with_capacity(Self::SAMPLES);
+            for i in 1..=rounds {
                 let t0 = dsm::host::monotonic_ns();
-                ping.0.store(i, Ordering::Release);
-                while pong.0.load(Ordering::Acquire) != i {
-                    std::hint::spin_loop();
-                }
-                // The first 100 warm up the lines and the other thread.
-                if i > 100 {
+                ping.set(i);
+                pong.wait_for(i);
+                if i > WARM_UP {
                     trips.push((dsm::host::monotonic_ns() - t0) / 2);
                 }
             }
@@ -157,40 +170,33 @@ impl HostLimits {
         let (&a, &b) = (cpus.first()?, cpus.get(1)?);
         let words = Self::PAGE_BYTES / 8;
         let page: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
-        #[repr(align(128))]
-        struct Line(AtomicU64);
-        let (handed, back) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
-        let rounds = Self::SAMPLES as u64;
+        let (handed, back) = (Line::default(), Line::default());
+        let rounds = Self::SAMPLES as u64 + WARM_UP;
         std::thread::scope(|s| {
             s.spawn(|| {
                 let _ = dsm::host::pin_thread(a);
-                for i in 1..=rounds + 100 {
+                for i in 1..=rounds {
                     for w in &page {
                         w.store(i, Ordering::Relaxed);
                     }
-                    handed.0.store(i, Ordering::Release);
-                    while back.0.load(Ordering::Acquire) != i {
-                        std::hint::spin_loop();
-                    }
+                    handed.set(i);
+                    back.wait_for(i);
                 }
             });
             let copier = s.spawn(|| {
                 let _ = dsm::host::pin_thread(b);
                 let mut dst = vec![0u64; words];
-                let mut copies = Vec::with_capacity(rounds as usize);
-                for i in 1..=rounds + 100 {
-                    while handed.0.load(Ordering::Acquire) != i {
-                        std::hint::spin_loop();
-                    }
+                let mut copies = Vec::with_capacity(Self::SAMPLES);
+                for i in 1..=rounds {
+                    handed.wait_for(i);
                     let t0 = dsm::host::monotonic_ns();
                     for (d, w) in dst.iter_mut().zip(&page) {
                         *d = w.load(Ordering::Relaxed);
                     }
                     std::hint::black_box(&mut dst);
                     let t1 = dsm::host::monotonic_ns();
-                    back.0.store(i, Ordering::Release);
-                    // The first 100 warm up the buffers and the threads.
-                    if i > 100 {
+                    back.set(i);
+                    if i > WARM_UP {
                         copies.push(t1 - t0);
                     }
                 }
