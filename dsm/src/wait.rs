@@ -44,8 +44,9 @@
 //!   picks, another program included, for a whole time slice (milliseconds), thousands of
 //!   times in one wait. So a wait stops early and parks, and the thread that answers it
 //!   rings it:
-//!   - a yield that lasts `SWITCHED_OUT_NS` means another thread ran meanwhile: the host
-//!     is crowded. (A gap as long between two clock looks of a spinner is not taken as
+//!   - a yield that lasts `SWITCHED_OUT_NS` (half a millisecond, longer than the
+//!     cluster's own threads hold a core for one message) means another program ran
+//!     meanwhile: the host is crowded. (A gap as long between two clock looks of a spinner is not taken as
 //!     one: the node's own threads take the core for such moments too, and a spinner that
 //!     parked on them made a 2-node barrier 3-6 times slower in `bench proto`: 5.8-14 us
 //!     against 1.0-2.7. That check never ran until this was measured: the spinner's
@@ -301,10 +302,22 @@ const SPIN_SERVE_EVERY: u32 = 4;
 /// A spinning waiter reads the clock once every this many checks, to see whether the host
 /// is crowded, the cluster aborted or its spin is over (module doc, "Policy").
 const LOOK_EVERY: u32 = 16;
-/// A yield this long means the kernel gave the waiter's core to another thread: the host
-/// is crowded. Far above a yield that finds nobody to run (under a microsecond) and far
-/// below a time slice (milliseconds).
-const SWITCHED_OUT_NS: u64 = 50_000;
+/// A yield this long means the kernel gave the waiter's core to another program for a
+/// time slice: the host is crowded. Far above a yield that finds nobody to run (under a
+/// microsecond) and above one that hands the core to a thread of the cluster for its
+/// short work (a service serving a fetch or a release, a processor's fault): those took
+/// 50-430 us in `bench proto` (2 x 1, processes), while beside two CPU hogs a yield took
+/// 1.8-4 ms, a time slice of this host's kernel. At 50 us, the cluster's own work marked
+/// the host crowded for `CROWDED_FOR_NS` in about one `bench proto` run in five, and
+/// every wait parked meanwhile: a page fetch then woke the parked home's service and was
+/// woken back, two wake-ups of an idle vCPU (17-20 us each here), 40-55 us a fetch.
+const SWITCHED_OUT_NS: u64 = 500_000;
+
+/// Whether a yield that took `took_ns` gave the core away for a time slice (module doc,
+/// "Policy"): the host is crowded.
+fn switched_out(took_ns: u64) -> bool {
+    took_ns >= SWITCHED_OUT_NS
+}
 /// How long the host counts as crowded after a waiter found it so.
 const CROWDED_FOR_NS: u64 = 20_000_000;
 /// On a crowded host a wait spins this many checks (a few microseconds: an answer already
@@ -800,7 +813,7 @@ impl<'a> Seam<'a> {
             let before = sys::monotonic_ns();
             std::thread::yield_now();
             let now = sys::monotonic_ns();
-            if now - before >= SWITCHED_OUT_NS {
+            if switched_out(now - before) {
                 // The yield let another thread run for a while: it is better woken by
                 // the event than handed the core back and forth.
                 self.control.crowd(now, CROWDED_FOR_NS);
@@ -1678,6 +1691,19 @@ mod tests {
         // A shorter mark does not cut a longer one.
         f.crowd(1_100, 100);
         assert!(f.crowded(1_499));
+    }
+
+    /// The longest yields measured while only the cluster's own threads ran (a service
+    /// serving, 50-430 us) are no sign of another program; the shortest beside CPU hogs
+    /// (a time slice, 1.8 ms) are.
+    #[test]
+    fn only_a_yield_as_long_as_a_time_slice_shows_a_crowded_host() {
+        for own_work_us in [50, 120, 430] {
+            assert!(!switched_out(own_work_us * 1_000), "a {own_work_us} us yield");
+        }
+        for slice_us in [1_800, 4_000] {
+            assert!(switched_out(slice_us * 1_000), "a {slice_us} us yield");
+        }
     }
 
     /// Counts `bell`'s service as parked, by hand (nobody sleeps here), and returns its
