@@ -38,7 +38,14 @@
 //!   spins `SPIN_CHECKS` (a round trip to a polling peer) and then yields between checks
 //!   (`YIELD_CHECKS` of them), so that a thread waiting for a core on its run queue (the
 //!   home's service with the reply) runs; then it parks on its node's doorbell until
-//!   woken, with a `PARK_TIMEOUT` as a safety net only.
+//!   woken, with a `PARK_TIMEOUT` as a safety net only. A yielder that finds the count
+//!   back within the cores (every `SERVE_EVERY` checks, the first before its first
+//!   yield) spins again, counted as a poller. It used to yield on: a processor at a
+//!   barrier, its node's service woken once beside it, then held its core for all 3,600
+//!   yields (about 16 ms, no other thread wanting that core) while uncounted as a poller,
+//!   so every page fetch from its node rang the service, which ran beside the requester
+//!   on its core, two context switches a fetch: 16-20 us instead of 6-8 (`perf sched`,
+//!   `bench proto`, 2 x 1).
 //! - **Crowded** by other programs, which the count cannot see: a spinner holds a core the
 //!   thread it waits for needs, and a yield hands the core to whichever thread the kernel
 //!   picks, another program included, for a whole time slice (milliseconds), thousands of
@@ -747,21 +754,30 @@ impl<'a> Seam<'a> {
     /// thread should park. A thread that serves (a processor) or waits for messages (the
     /// service) counts as its node's poller while it spins (module doc, "Pollers").
     fn spin_and_yield(&self, what: WaitFor, ready: &mut impl FnMut() -> bool) -> bool {
-        let mut poller = Polling::start(self, what);
-        let done = self.spin_and_yield_polling(what, ready, &mut poller);
-        // About to park, it holds nothing and may serve; done, it may hold what it took.
-        poller.stop(!done);
-        done
+        let began_ns = sys::monotonic_ns();
+        loop {
+            let mut poller = Polling::start(self, what);
+            let next = self.spin_and_yield_polling(what, ready, &mut poller, began_ns);
+            // About to park, it holds nothing and may serve; done, it may hold what it took.
+            poller.stop(next != Next::Done);
+            match next {
+                Next::Done => return true,
+                Next::Park => return false,
+                Next::Spin => {}
+            }
+        }
     }
 
+    /// One spin phase and the yields after it, counted as a poller in `poller` while it
+    /// spins; `began_ns` is when the wait began spinning, which bounds its free spin.
     fn spin_and_yield_polling(
         &self,
         what: WaitFor,
         ready: &mut impl FnMut() -> bool,
         poller: &mut Polling<'_, '_>,
-    ) -> bool {
+        began_ns: u64,
+    ) -> Next {
         let idle = what == WaitFor::Messages;
-        let began_ns = sys::monotonic_ns();
         // The checks of the spin phase, and how many it may make as of the last look.
         let mut spins = 0u32;
         let mut limit = self.spin_limit(idle);
@@ -775,7 +791,7 @@ impl<'a> Seam<'a> {
         let mut step_off_at = if idle { began_ns + STEP_OFF_AFTER_NS } else { u64::MAX };
         while spins < limit {
             if ready() {
-                return true;
+                return Next::Done;
             }
             spins += 1;
             if spins % SPIN_SERVE_EVERY == 0 || take_filed_here() {
@@ -784,10 +800,10 @@ impl<'a> Seam<'a> {
             if spins % LOOK_EVERY == 0 {
                 let now = sys::monotonic_ns();
                 if spins >= CROWDED_SPIN_CHECKS && self.control.crowded(now) {
-                    return false;
+                    return Next::Park;
                 }
                 if self.control.aborted() || now - began_ns >= SPIN_FREE_NS {
-                    return false;
+                    return Next::Park;
                 }
                 limit = self.spin_limit(idle);
                 if now >= step_off_at && limit == u32::MAX {
@@ -798,17 +814,26 @@ impl<'a> Seam<'a> {
             std::hint::spin_loop();
         }
         if idle {
-            return ready();
+            return if ready() { Next::Done } else { Next::Park };
         }
         // Give the core to whoever needs it between checks. A yield may last a time
         // slice: a yielder is no poller a sender can count on.
         poller.stop(true);
         for check in 1..=YIELD_CHECKS {
             if ready() {
-                return true;
+                return Next::Done;
             }
             if check % SERVE_EVERY == 0 {
                 self.serve_now();
+            }
+            // The cores are free again (looked at first before the first yield): spin,
+            // counted as a poller, rather than yield on through a core nobody else wants
+            // ("Policy").
+            if check % SERVE_EVERY == 1
+                && self.spin_limit(false) == u32::MAX
+                && !self.control.crowded(sys::monotonic_ns())
+            {
+                return Next::Spin;
             }
             let before = sys::monotonic_ns();
             std::thread::yield_now();
@@ -817,10 +842,10 @@ impl<'a> Seam<'a> {
                 // The yield let another thread run for a while: it is better woken by
                 // the event than handed the core back and forth.
                 self.control.crowd(now, CROWDED_FOR_NS);
-                return false;
+                return Next::Park;
             }
         }
-        false
+        Next::Park
     }
 
     /// The idle service that has spun `STEP_OFF_AFTER_NS` while the cores stand free gives
@@ -895,6 +920,17 @@ impl<'a> Seam<'a> {
         }
         now_ready
     }
+}
+
+/// What a wait does after a spin phase and its yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Its condition holds.
+    Done,
+    /// It parks.
+    Park,
+    /// The cores freed up while it yielded: it spins again.
+    Spin,
 }
 
 /// A spinning thread's count as its node's poller (module doc, "Pollers"): counted from
@@ -1679,6 +1715,44 @@ mod tests {
         // for each park timeout since. Uncrowded it parks after 4,000.
         let checks = checks_before_parking(&f, WaitFor::LocalLock { id: 0 });
         assert!(checks < SPIN_CHECKS, "a crowded wait made {checks} checks before it parked");
+    }
+
+    /// "Policy": a waiter that yields because the cluster's threads outnumbered the cores
+    /// spins again, counted as its node's poller, once they no longer do. (Yielding on, it
+    /// held a core nobody else wanted for 3,600 yields, about 16 ms, and every message to
+    /// its node woke the service meanwhile.)
+    #[test]
+    fn a_yielding_waiter_spins_again_as_a_poller_once_the_cores_free_up() {
+        let f = fabric();
+        assert!(f.cores_known(), "the block found no cores to count against");
+        let bell = f.bell(0);
+        let extra = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32 + 1;
+        f.count_running(extra);
+        let hook = OneMessage::waiting();
+        hook.waiting.store(false, Ordering::SeqCst);
+        let (mut counted, mut yielding, mut counted_again) = (false, false, false);
+        let mut yield_checks = 0;
+        Seam::new(&f, 0)
+            .serving(&hook)
+            .until(WaitFor::LocalLock { id: 0 }, || {
+                let polls = bell.pollers.load(Ordering::SeqCst) == 1;
+                if !counted {
+                    counted = polls;
+                } else if !yielding && !polls {
+                    // Its spin is over and it yields: the other threads park.
+                    yielding = true;
+                    f.count_running(-extra);
+                } else if yielding && polls {
+                    counted_again = true;
+                }
+                yield_checks += u32::from(yielding && !polls);
+                // It looks at the cores before its first yield: give up well after that.
+                counted_again || yield_checks > 2 * SERVE_EVERY
+            })
+            .unwrap();
+        assert!(yielding, "the wait never yielded with the cores outnumbered");
+        assert!(counted_again, "a yielder did not spin again as a poller once the cores freed up");
+        assert_eq!(bell.pollers.load(Ordering::SeqCst), 0, "a finished wait still counts");
     }
 
     #[test]
