@@ -53,11 +53,12 @@
 //!   rings it:
 //!   - a yield that lasts `SWITCHED_OUT_NS` (half a millisecond, longer than the
 //!     cluster's own threads hold a core for one message) means another program ran
-//!     meanwhile: the host is crowded. (A gap as long between two clock looks of a spinner is not taken as
-//!     one: the node's own threads take the core for such moments too, and a spinner that
-//!     parked on them made a 2-node barrier 3-6 times slower in `bench proto`: 5.8-14 us
-//!     against 1.0-2.7. That check never ran until this was measured: the spinner's
-//!     serve, which cleared the last look, came at every look.) A wait yields only
+//!     meanwhile: the host is crowded. (A gap as long between two clock looks of a
+//!     spinner is not taken as one: the node's own threads take the core for such
+//!     moments too, and a spinner that parked on them made a 2-node barrier 3-6 times
+//!     slower in `bench proto`: 5.8-14 us against 1.0-2.7. That check never ran until
+//!     this was measured: the spinner's serve, which cleared the last look, came at
+//!     every look.) A wait yields only
 //!     once its spin is over, which comes soon only where the cluster's threads
 //!     outnumber the cores (or the block cannot count them); on a host whose cores the
 //!     count leaves free, a spinner beside other programs' hogs spins on, up to
@@ -325,6 +326,7 @@ const SWITCHED_OUT_NS: u64 = 500_000;
 fn switched_out(took_ns: u64) -> bool {
     took_ns >= SWITCHED_OUT_NS
 }
+
 /// How long the host counts as crowded after a waiter found it so.
 const CROWDED_FOR_NS: u64 = 20_000_000;
 /// On a crowded host a wait spins this many checks (a few microseconds: an answer already
