@@ -828,16 +828,16 @@ impl<'a> Seam<'a> {
             if check % SERVE_EVERY == 0 {
                 self.serve_now();
             }
+            let before = sys::monotonic_ns();
             // The cores are free again (looked at first before the first yield): spin,
             // counted as a poller, rather than yield on through a core nobody else wants
             // ("Policy").
             if check % SERVE_EVERY == 1
                 && self.spin_limit(false) == u32::MAX
-                && !self.control.crowded(sys::monotonic_ns())
+                && !self.control.crowded(before)
             {
                 return Next::Spin;
             }
-            let before = sys::monotonic_ns();
             std::thread::yield_now();
             let now = sys::monotonic_ns();
             if switched_out(now - before) {
@@ -1728,10 +1728,13 @@ mod tests {
         let f = fabric();
         assert!(f.cores_known(), "the block found no cores to count against");
         let bell = f.bell(0);
-        let extra = std::thread::available_parallelism().map_or(1, |n| n.get()) as i32 + 1;
-        f.count_running(extra);
-        let hook = OneMessage::waiting();
-        hook.waiting.store(false, Ordering::SeqCst);
+        // Other threads of the cluster run until the cores are outnumbered.
+        let mut extra = 0;
+        while !f.oversubscribed() {
+            f.count_running(1);
+            extra += 1;
+        }
+        let hook = OneMessage::none();
         let (mut counted, mut yielding, mut counted_again) = (false, false, false);
         let mut yield_checks = 0;
         Seam::new(&f, 0)
@@ -1869,6 +1872,14 @@ mod tests {
         fn waiting() -> OneMessage {
             OneMessage {
                 waiting: AtomicBool::new(true),
+                served: AtomicU32::new(0),
+            }
+        }
+
+        /// A hook with no message.
+        fn none() -> OneMessage {
+            OneMessage {
+                waiting: AtomicBool::new(false),
                 served: AtomicU32::new(0),
             }
         }
